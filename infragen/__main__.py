@@ -1,0 +1,5 @@
+"""`python -m infragen` runs the CLI."""
+
+from infragen.cli import main
+
+main()

@@ -1,0 +1,148 @@
+"""Typed records of the hardware and price catalogs (what one row of the data files means).
+
+Facts only, each with its source; the loader checks them, the sizing engine reads them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CpuArch = Literal["x86_64", "arm64"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Accelerator(_Record):
+    """One GPU model. Throughputs are dense tensor-core peaks; None = no sourced figure (never guessed)."""
+
+    id: str
+    """Canonical id (`h100-sxm-80gb`)."""
+    display_name: str
+    """Vendor name (`NVIDIA H100 SXM5 80GB`)."""
+    vendor: str
+    """nvidia, amd..."""
+    architecture: str
+    """Turing, Volta, Ampere, Ada, Hopper, Blackwell."""
+    memory_gib: float = Field(gt=0)
+    """Vendor-labelled memory (vendors print GB), GiB as the driver reports it."""
+    memory_bandwidth_gb_per_s: float | None = Field(default=None, gt=0)
+    """Peak DRAM/HBM bandwidth, GB/s."""
+    fp16_tflops: float | None = Field(default=None, gt=0)
+    """Dense FP16 tensor TFLOPS."""
+    bf16_tflops: float | None = Field(default=None, gt=0)
+    """Dense BF16 tensor TFLOPS (None on GPUs without BF16, e.g. T4, V100)."""
+    fp8_tflops: float | None = Field(default=None, gt=0)
+    """Dense FP8 tensor TFLOPS (None = no FP8 tensor cores)."""
+    int8_tops: float | None = Field(default=None, gt=0)
+    """Dense INT8 tensor TOPS."""
+    interconnect: Literal["nvlink", "pcie"]
+    """GPU-to-GPU link inside a node."""
+    nvlink_generation: int | None = None
+    """NVLink generation (None on PCIe parts)."""
+    interconnect_gb_per_s: float | None = Field(default=None, gt=0)
+    """Per-GPU bidirectional GPU-to-GPU bandwidth, GB/s (NVLink total, or the PCIe slot's)."""
+    tdp_w: float | None = Field(default=None, gt=0)
+    """Board power, W."""
+    source: str
+    """Where these figures were read."""
+    confidence: Literal["high", "medium", "low"] = "high"
+    """high = vendor figure; medium = cloud doc or conflicting transcriptions; low = unofficial."""
+    notes: str = ""
+    """Conflicts and caveats."""
+
+
+class CpuModel(_Record):
+    """One server CPU (per socket figures, as the instance sees them)."""
+
+    id: str
+    """Canonical id (`xeon-8488c`)."""
+    display_name: str
+    """Vendor name."""
+    vendor: str
+    """intel, amd, aws, alibaba."""
+    arch: CpuArch
+    """Instruction set."""
+    microarchitecture: str
+    """Sapphire Rapids, Genoa, Neoverse V2..."""
+    simd: list[str] = Field(default_factory=list)
+    """SIMD/matrix features with a source: avx2, avx512, avx512_bf16, amx, neon, sve, sve2."""
+    fp32_flops_per_cycle_per_core: float | None = Field(default=None, gt=0)
+    """Peak FP32 FLOPs per cycle per core with the widest SIMD unit (FMA counted as 2)."""
+    sustained_clock_ghz: float | None = Field(default=None, gt=0)
+    """All-core sustained clock, GHz."""
+    memory_channels: int | None = Field(default=None, gt=0)
+    """DDR channels per socket."""
+    memory_bandwidth_gb_per_s: float | None = Field(default=None, gt=0)
+    """Peak DRAM bandwidth per socket, GB/s."""
+    source: str
+    """Where these figures were read."""
+
+
+class RegionPrice(_Record):
+    """Hourly price of one instance type in one region."""
+
+    region: str
+    """Region id."""
+    on_demand_usd_per_hour: float | None = Field(default=None, gt=0)
+    """On-demand / pay-as-you-go price, USD per hour (converted from CNY for Alibaba)."""
+    on_demand_cny_per_hour: float | None = Field(default=None, gt=0)
+    """Alibaba pay-as-you-go price as listed, CNY per hour."""
+    spot_usd_per_hour: float | None = Field(default=None, gt=0)
+    """Spot price, USD per hour (indicative; None = not known)."""
+    source: str
+    """Where the price was read, with its date."""
+    as_of: str
+    """Date of the price (YYYY-MM-DD)."""
+
+
+class InstanceType(_Record):
+    """One instance type of one cloud."""
+
+    id: str
+    """Instance type as the cloud API names it (`p5.48xlarge`, `ecs.gn7i-c8g1.2xlarge`)."""
+    cloud: Literal["aws", "alicloud"]
+    """Cloud."""
+    family: str
+    """Family (`p5`, `gn7i`)."""
+    gpu: str | None = None
+    """Accelerator id, None for CPU-only types."""
+    gpu_count: int = Field(default=0, ge=0)
+    """Accelerators per instance."""
+    gpu_memory_gib: float | None = Field(default=None, gt=0)
+    """Memory of one GPU as this cloud exposes it, GiB (AWS API MiB / 1024)."""
+    vcpus: int | None = Field(default=None, gt=0)
+    """vCPUs (None = no sourced spec)."""
+    memory_gib: float | None = Field(default=None, gt=0)
+    """System RAM, GiB."""
+    cpu: str | None = None
+    """CPU model id (CpuModel), None when not sourced."""
+    cpu_arch: CpuArch = "x86_64"
+    """CPU architecture."""
+    local_nvme_count: int = Field(default=0, ge=0)
+    """Instance-store NVMe disks."""
+    local_nvme_gib: float = Field(default=0, ge=0)
+    """Total instance-store NVMe, GiB."""
+    network_gbps: float | None = Field(default=None, gt=0)
+    """Baseline network bandwidth, Gbit/s."""
+    rdma: Literal["none", "efa", "erdma"] = "none"
+    """RDMA fabric this type supports."""
+    efa_interfaces: int = Field(default=0, ge=0)
+    """Maximum EFA interfaces (AWS), one per network card on multi-card types."""
+    network_cards: int = Field(default=1, ge=1)
+    """Network cards (AWS; EFA interfaces are laid out one per card)."""
+    prices: list[RegionPrice] = Field(default_factory=list)
+    """Prices by region (empty = no sourced price: the planner cannot pick it)."""
+    source: str
+    """Where the specs were read."""
+    notes: str = ""
+    """Caveats."""
+
+    def price_in(self, region: str) -> RegionPrice | None:
+        for price in self.prices:
+            if price.region == region:
+                return price
+        return None

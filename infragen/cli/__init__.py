@@ -1,0 +1,79 @@
+"""The `infragen` command line: the single error boundary of the tool.
+
+Subcommands live in their own modules and are imported only when invoked, so `infragen plan`
+never pays for (or imports) Pulumi, jinja2 or the refresh SDKs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from infragen import __version__
+from infragen.errors import InfragenError
+
+#: command name -> (module, attribute, one-line help)
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "plan": ("infragen.cli.plan_cmd", "plan", "Choose the cheapest deployment meeting every SLO (dry run)."),
+    "estimate": ("infragen.cli.estimate_cmd", "estimate", "Predict memory, latency and throughput for one setup."),
+    "catalog": ("infragen.cli.catalog_cmd", "catalog", "List instance types, GPUs and prices; refresh the data."),
+    "validate": ("infragen.cli.spec_cmd", "validate", "Check a workload file."),
+    "schema": ("infragen.cli.spec_cmd", "schema", "Print the JSON Schema of workload.yaml."),
+    "models": ("infragen.cli.spec_cmd", "models", "List the model registry."),
+    "render": ("infragen.cli.render_cmd", "render", "Write each node role's cloud-init user-data."),
+    "diff": ("infragen.cli.diff_cmd", "diff", "Compare two plans (markdown for pull requests)."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        entry = _COMMANDS.get(name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        cmd: click.Command = getattr(module, entry[1])
+        return cmd
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_) for name, (_, _, help_) in _COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="infragen")
+@click.option("--debug", is_flag=True, help="Show tracebacks for expected errors too.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Size, price and provision LLM inference deployments."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Entry point: expected failures become one `Error:` paragraph and an exit status (2 input, 3 infeasible)."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        return cli.main(args=argv, prog_name="infragen", standalone_mode=False)
+    except InfragenError as exc:
+        if debug:
+            raise
+        click.echo(exc.render(), err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        # Usage errors (unknown option, bad choice) are input errors: exit 2 like click's own.
+        exc.show()
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

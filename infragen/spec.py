@@ -1,0 +1,205 @@
+"""The workload spec (`workload.yaml`): what the user wants served, never how.
+
+Validation only: model names are resolved later by the catalog; nothing here loads data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
+
+from infragen.architecture import ModelArchitecture
+
+SPEC_SCHEMA_VERSION = 1
+
+Precision = Literal[
+    "bf16", "fp16", "fp8", "int8", "int4-awq", "int4-gptq", "q4_k_m", "q5_k_m", "q8_0", "q4_0",
+]
+"""Weight formats. `int4-*` are vLLM's AWQ/GPTQ checkpoints; `q*` are GGUF quant types for llama.cpp."""
+GGUF_PRECISIONS: frozenset[str] = frozenset({"q4_k_m", "q5_k_m", "q8_0", "q4_0"})
+#: Weight formats llama.cpp loads: its GGUF quant types plus F16/BF16 GGUF files.
+LLAMA_CPP_PRECISIONS: frozenset[str] = GGUF_PRECISIONS | {"fp16", "bf16"}
+#: Weight formats vLLM serves from safetensors checkpoints.
+VLLM_PRECISIONS: frozenset[str] = frozenset({"bf16", "fp16", "fp8", "int8", "int4-awq", "int4-gptq"})
+ALL_PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
+
+KvCacheDtype = Literal["auto", "fp8"]
+Engine = Literal["vllm", "llama.cpp"]
+EngineChoice = Literal["auto", "vllm", "llama.cpp"]
+Cloud = Literal["aws", "alicloud"]
+CloudChoice = Literal["any", "aws", "alicloud"]
+Pricing = Literal["on-demand", "spot"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class TrafficSpec(_Strict):
+    """Peak load and request shape."""
+
+    peak_requests_per_s: PositiveFloat | None = None
+    """Peak arrival rate of requests (open loop). Give this or `concurrent_users`."""
+    concurrent_users: PositiveInt | None = None
+    """Peak number of requests in flight at once (closed loop: each user waits for its answer)."""
+    prompt_tokens: PositiveInt = 512
+    """Average prompt length in tokens (system prompt and history included)."""
+    output_tokens: PositiveInt = 256
+    """Average generated tokens per request."""
+    max_context_tokens: PositiveInt | None = None
+    """Longest prompt + output a single request may use (vLLM max_model_len); None = 4 x (prompt + output),
+    capped by the model's trained context."""
+
+    @model_validator(mode="after")
+    def _one_load_measure(self) -> TrafficSpec:
+        if self.peak_requests_per_s is None and self.concurrent_users is None:
+            raise ValueError("give `peak_requests_per_s` or `concurrent_users` (the peak load to size for)")
+        if self.peak_requests_per_s is not None and self.concurrent_users is not None:
+            raise ValueError("give only one of `peak_requests_per_s` and `concurrent_users`, not both")
+        if self.max_context_tokens is not None and self.max_context_tokens < self.prompt_tokens + self.output_tokens:
+            raise ValueError(
+                f"max_context_tokens ({self.max_context_tokens}) is below prompt_tokens + output_tokens "
+                f"({self.prompt_tokens + self.output_tokens}); raise it or shorten the requests"
+            )
+        return self
+
+
+class SloSpec(_Strict):
+    """Latency objectives; any subset. Unset objectives are not checked."""
+
+    ttft_p99_ms: PositiveFloat | None = None
+    """99th-percentile time to first token at peak load, in milliseconds (queueing included)."""
+    tpot_ms: PositiveFloat | None = None
+    """Time per output token after the first (inter-token latency) at peak load, in milliseconds."""
+    e2e_p99_ms: PositiveFloat | None = None
+    """99th-percentile end-to-end latency of an average request at peak load, in milliseconds."""
+
+
+class FamilyFilter(_Strict):
+    """Instance families to consider (`g6e`, `p5`, `ecs.gn7i`...)."""
+
+    allow: list[str] = Field(default_factory=list)
+    """Only these families (empty = every family in the catalog)."""
+    deny: list[str] = Field(default_factory=list)
+    """Never these families."""
+
+
+class WorkloadSpec(_Strict):
+    """One model to serve, its traffic and objectives, and where it may run."""
+
+    schema_version: Literal[1] = 1
+    """Version of this file's format."""
+    name: str | None = None
+    """Short name used in resource names and secret names; None = the file's stem."""
+    model: Annotated[str, Field(min_length=1)] | ModelArchitecture
+    """A registry name (`llama-3.1-8b`), a path to a Hugging Face `config.json` (relative to this file),
+    or an explicit architecture mapping."""
+    weights: str | None = None
+    """Where the checkpoint is downloaded from: a Hugging Face repo id (`org/name`, for GGUF
+    `org/name/file.gguf`), or an `s3://` / `oss://` URI. None = the registry's reference repo, which
+    only works for bf16/fp16 (and fp8, quantized online by vLLM)."""
+    precision: list[Precision] = Field(default_factory=lambda: ["bf16"])
+    """Weight formats allowed (one value or a list; the planner picks the cheapest that meets the SLOs)."""
+    kv_cache_dtype: KvCacheDtype = "auto"
+    """KV-cache element type: `auto` (the model dtype) or `fp8` (half the memory, on GPUs with FP8)."""
+    traffic: TrafficSpec
+    """Peak load and request shape."""
+    slo: SloSpec = Field(default_factory=SloSpec)
+    """Latency objectives at peak load."""
+    engine: EngineChoice = "auto"
+    """Serving engine: vLLM (GPUs), llama.cpp (CPUs, GGUF), or auto (both considered)."""
+    cloud: CloudChoice = "any"
+    """Cloud to deploy on."""
+    regions: list[str] = Field(default_factory=list)
+    """Regions allowed (empty = every region with prices in the catalog)."""
+    pricing: Pricing = "on-demand"
+    """Capacity type the cost is optimised for. Spot needs a spot price in the catalog."""
+    min_replicas: PositiveInt = 1
+    """Fewest replicas to run regardless of load (2+ for high availability)."""
+    budget_usd_per_month: PositiveFloat | None = None
+    """Monthly cap (730 h) on the whole deployment; dearer candidates are rejected."""
+    instance_families: FamilyFilter = Field(default_factory=FamilyFilter)
+    """Instance families to allow or deny."""
+    allow_multi_node: bool = False
+    """Allow one replica to span several nodes (pipeline parallel over an RDMA network)."""
+    allow_unpriced: bool = False
+    """Also consider instance types the catalog has no price for (ranked after every priced option,
+    cost reported as unknown). Useful on Alibaba Cloud, where some GPU families are sold through sales."""
+    port: int = Field(default=8000, ge=1024, le=65535)
+    """Port the engine listens on inside the private network (the load balancer forwards to it)."""
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [value.lower()]
+        if isinstance(value, list):
+            return [v.lower() if isinstance(v, str) else v for v in value]
+        return value
+
+    @field_validator("precision")
+    @classmethod
+    def _precision_nonempty(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("list at least one precision")
+        return list(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorkloadSpec:
+        gguf = [p for p in self.precision if p in GGUF_PRECISIONS]
+        if self.engine == "vllm" and gguf:
+            raise ValueError(
+                f"precision {gguf[0]!r} is a GGUF quant type, which infragen serves with llama.cpp only; "
+                "use bf16/fp16/fp8/int8/int4-awq/int4-gptq with vllm, or set engine: llama.cpp"
+            )
+        if self.engine == "llama.cpp":
+            bad = [p for p in self.precision if p not in LLAMA_CPP_PRECISIONS]
+            if bad:
+                raise ValueError(
+                    f"llama.cpp cannot load {bad[0]!r} weights; it takes GGUF files: "
+                    + ", ".join(sorted(LLAMA_CPP_PRECISIONS))
+                )
+        if self.kv_cache_dtype == "fp8" and self.engine == "llama.cpp":
+            raise ValueError("kv_cache_dtype fp8 is a vLLM option; llama.cpp keeps its KV cache in f16")
+        fams = set(self.instance_families.allow) & set(self.instance_families.deny)
+        if fams:
+            raise ValueError(f"instance_families: {sorted(fams)} both allowed and denied")
+        return self
+
+    # Derived views (no data lookups)
+    def engines(self) -> tuple[Engine, ...]:
+        """Engines the search may use."""
+        if self.engine == "auto":
+            return ("vllm", "llama.cpp")
+        return (self.engine,)
+
+    def clouds(self) -> tuple[Cloud, ...]:
+        """Clouds the search may use."""
+        if self.cloud == "any":
+            return ("aws", "alicloud")
+        return (self.cloud,)
+
+    def resolved_name(self, path: Path | None) -> str:
+        """Name for resources: the `name` field, else the workload file's stem."""
+        if self.name:
+            return self.name
+        return path.stem if path is not None else "workload"
+
+
+def load_spec(path: Path | str) -> WorkloadSpec:
+    """Read and validate a workload file; every failure is an InputError naming the file and field."""
+    from infragen.validation import load_yaml_file, validate_file_data
+
+    path = Path(path)
+    data = load_yaml_file(path)
+    return validate_file_data(path, data, WorkloadSpec, what="workload")
+
+
+def workload_json_schema() -> dict[str, Any]:
+    """JSON Schema of workload.yaml, for editors (`# yaml-language-server: $schema=...`)."""
+    schema = WorkloadSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "infragen workload"
+    return schema
