@@ -70,14 +70,16 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
         replicas = {"single": 2, "packed": 4, "tp": 1, "multinode": 1}[kind]
         nodes = replicas * nodes_per_replica // replicas_per_node
         if aws:
-            itype = {"single": "g6e.xlarge", "packed": "g6e.12xlarge", "tp": "g6e.12xlarge", "multinode": "p5.48xlarge"}[kind]
+            itype = {"single": "g6e.xlarge", "packed": "g6e.12xlarge", "tp": "g6e.12xlarge",
+                     "multinode": "p5.48xlarge"}[kind]
         else:
             itype = {"single": "ecs.gn7i-c8g1.2xlarge", "packed": "ecs.gn7i-4x.8xlarge", "tp": "ecs.gn7i-4x.8xlarge",
                      "multinode": "ecs.ebmgn8v.48xlarge"}[kind]
         gpu = ("h100-sxm-80gb" if multinode else "l40s-48gb") if aws else ("h20-96gb" if multinode else "a10-24gb")
         gpu_mem = 80.0 if multinode else (44.7 if aws else 24.0)
         model_id = "llama-3.1-405b" if multinode else ("llama-3.1-70b" if kind == "tp" else "qwen2-7b")
-        hf = {"llama-3.1-405b": "meta-llama/Llama-3.1-405B-Instruct", "llama-3.1-70b": "meta-llama/Llama-3.1-70B-Instruct",
+        hf = {"llama-3.1-405b": "meta-llama/Llama-3.1-405B-Instruct",
+              "llama-3.1-70b": "meta-llama/Llama-3.1-70B-Instruct",
               "qwen2-7b": "Qwen/Qwen2-7B-Instruct"}[model_id]
         argv = ["vllm", "serve", hf, "--served-model-name", model_id, "--host", "0.0.0.0", "--port", "8000",
                 "--tensor-parallel-size", str(tp), "--pipeline-parallel-size", str(pp), "--max-model-len", "16384",
@@ -106,7 +108,8 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
             visible_devices=[[i] for i in range(4)] if kind == "packed" else [list(range(gpus_per_node))],
             env=env, distributed_executor_backend="ray" if multinode else None,
         )
-        memory = MemoryPlan(device_memory_gib=gpu_mem, weights_gib_per_gpu=14.2 if kind in {"single", "packed"} else 47.3,
+        weights_per_gpu = 14.2 if kind in {"single", "packed"} else 47.3
+        memory = MemoryPlan(device_memory_gib=gpu_mem, weights_gib_per_gpu=weights_per_gpu,
                             kv_cache_gib_per_gpu=20.0, overhead_gib_per_gpu=4.0, kv_cache_bytes_per_token=57344,
                             kv_cache_capacity_tokens=370000)
         vcpus = 4 if kind == "single" else (192 if multinode else 48)
@@ -128,7 +131,8 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
         )
     hourly = {"cpu": 0.714, "single": 1.861, "packed": 10.493, "tp": 10.493, "multinode": 55.04}[kind]
     cost = CostPlan(pricing="spot" if spot else "on-demand", usd_per_hour=hourly * deployment.nodes,
-                    usd_per_month=hourly * deployment.nodes * 730, on_demand_usd_per_month=hourly * deployment.nodes * 730,
+                    usd_per_month=hourly * deployment.nodes * 730,
+                    on_demand_usd_per_month=hourly * deployment.nodes * 730,
                     spot_usd_per_month=None, price_source="test fixture")
     name = f"test-{kind}-{cloud}"
     return Plan(
