@@ -53,6 +53,10 @@ class Accelerator(_Record):
     """high = vendor figure; medium = cloud doc or conflicting transcriptions; low = unofficial."""
     notes: str = ""
     """Conflicts and caveats."""
+    aliases: list[str] = Field(default_factory=list)
+    """Other names that resolve to this id (`H100`, `A100-80GB`); matched case-insensitively."""
+    memory_type: str | None = None
+    """HBM3, GDDR6... (None = not sourced)."""
 
 
 class CpuModel(_Record):
@@ -80,6 +84,16 @@ class CpuModel(_Record):
     """Peak DRAM bandwidth per socket, GB/s."""
     source: str
     """Where these figures were read."""
+    cores_per_socket: int | None = Field(default=None, gt=0)
+    """Physical cores of the full part, per socket (None = not sourced; an instance may expose fewer)."""
+    threads_per_core: int | None = Field(default=None, gt=0)
+    """Hardware threads per core (2 with SMT/Hyper-Threading, 1 on Graviton/Yitian); None = not sourced."""
+    memory_type: str | None = None
+    """DDR5-4800, DDR5-5600... (None = not sourced)."""
+    confidence: Literal["high", "medium", "low"] = "high"
+    """high = vendor/cloud page states it; medium = secondary source; low = unofficial."""
+    notes: str = ""
+    """Caveats: what is absent and why."""
 
 
 class RegionPrice(_Record):
@@ -97,6 +111,8 @@ class RegionPrice(_Record):
     """Where the price was read, with its date."""
     as_of: str
     """Date of the price (YYYY-MM-DD)."""
+    spot_source: str | None = None
+    """Where the spot price was read, when it differs from `source` (None = no spot price or same source)."""
 
 
 class InstanceType(_Record):
@@ -140,6 +156,23 @@ class InstanceType(_Record):
     """Where the specs were read."""
     notes: str = ""
     """Caveats."""
+    physical_cores: int | None = Field(default=None, gt=0)
+    """Physical CPU cores the instance exposes (AWS DefaultCores); None = not sourced."""
+    threads_per_core: int | None = Field(default=None, gt=0)
+    """vCPUs per physical core (AWS DefaultThreadsPerCore); None = not sourced."""
+    cpu_sockets: int | None = Field(default=None, gt=0)
+    """CPU sockets behind this instance (None = not sourced; most virtual sizes are a slice of one)."""
+    cpu_sustained_clock_ghz: float | None = Field(default=None, gt=0)
+    """All-core sustained clock the cloud states for this type, GHz."""
+    network_burst_gbps: float | None = Field(default=None, gt=0)
+    """Burst ("up to") network bandwidth, Gbit/s (None = not sourced or same as baseline)."""
+    gpu_memory_source: str | None = None
+    """How `gpu_memory_gib` was obtained (AWS API MiB/1024, or the cloud doc's GB label)."""
+
+    @property
+    def priced_regions(self) -> list[str]:
+        """Regions with at least one price."""
+        return [p.region for p in self.prices]
 
     def price_in(self, region: str) -> RegionPrice | None:
         for price in self.prices:
