@@ -54,6 +54,9 @@ SKYPILOT_SPOT = ("skypilot-org/skypilot-catalog@2c3d7ea7 catalogs/v9/aws/vms.csv
 CLOUDPILOT_PRICE = ("cloudpilot-ai/karpenter-provider-alicloud@101a6dc pkg/providers/pricing/"
                     "initial-on-demand-prices.json (2024-10-10; pay-as-you-go hourly, CNY)")
 MOTO_SNAPSHOT = "moto {version} bundled DescribeInstanceTypes snapshot (moto/ec2/resources/instance_types.json.gz)"
+ALI_VCPU_SOURCE = ("threads_per_core: alibabacloud.com/help/en/elastic-compute-service/latest/instance-type-families "
+                   "(updated 2026-02-27: x86 'each vCPU corresponds to a hyperthread of a processor core', Arm 'each "
+                   "vCPU corresponds to a physical processor core')")
 AWS_PRICE_AS_OF = "2026-07-20"
 ALI_PRICE_AS_OF = "2024-10-10"
 SPOT_AS_OF = "unknown"  # SkyPilot's file records no date; as_of is required, so say so.
@@ -264,9 +267,16 @@ def convert_alicloud(rows: list[dict[str, str]], supplements: dict[str, Any]) ->
                            "source": CLOUDPILOT_PRICE, "as_of": ALI_PRICE_AS_OF})
         seen = {p["region"] for p in prices}
         prices += [p for p in extra_prices.get(itype, []) if p["region"] not in seen]
+        for listing in supplements.get("alicloud_price_lists", []):
+            for region, table in listing["regions"].items():
+                value = table.get(itype)
+                if value and region not in {p["region"] for p in prices}:
+                    prices.append({"region": region, "on_demand_cny_per_hour": float(value),
+                                   "source": " ".join(listing["source"].split()), "as_of": listing["as_of"]})
         notes = [r["notes"]] if r["notes"] else []
         if r["erdma"] and r["erdma"] != "yes":
             notes.append(f"eRDMA: {r['erdma']}.")
+        arch = r["cpu_arch"] or "x86_64"
         record = {
             "id": itype,
             "cloud": "alicloud",
@@ -278,7 +288,9 @@ def convert_alicloud(rows: list[dict[str, str]], supplements: dict[str, Any]) ->
             "vcpus": _int(r["vcpus"]),
             "memory_gib": _num(r["memory_gib"]),
             "cpu": CPU_BY_FAMILY.get(r["family"]),
-            "cpu_arch": r["cpu_arch"] or "x86_64",
+            "cpu_arch": arch,
+            # Alibaba: an x86 vCPU is one hyperthread, an Arm vCPU one physical core (ALI_VCPU_SOURCE)
+            "threads_per_core": 2 if arch == "x86_64" else 1,
             "network_gbps": _num(r["network_gbps"]),
             "network_burst_gbps": _num(r["network_burst_gbps"]),
             "rdma": "erdma" if r["erdma"] == "yes" else "none",
@@ -291,8 +303,8 @@ def convert_alicloud(rows: list[dict[str, str]], supplements: dict[str, Any]) ->
         if spec:
             record.update({k: v for k, v in spec.items() if k != "source"})
             record["source"] = "; ".join(s for s in (record["source"], spec["source"]) if s)
-        if not record["source"]:
-            record["source"] = "instance type name and price only: " + CLOUDPILOT_PRICE
+        record["source"] = "; ".join(s for s in (record["source"], ALI_VCPU_SOURCE) if s)
+        if record["vcpus"] is None and "not found" not in record["notes"].lower():
             record["notes"] = (record["notes"] + " vCPU/memory/network not found in a stored Alibaba spec table; "
                                "left absent on purpose.").strip()
         out.append(_clean(record))
