@@ -32,6 +32,10 @@ class Hardware:
     """Baseline node network bandwidth, Gbit/s (None = unknown)."""
     rdma: str = "none"
     """RDMA fabric between nodes: none | efa | erdma."""
+    physical_cores: int | None = None
+    """Physical CPU cores (llama.cpp threads); None = vcpus / threads per core of the CPU, or vcpus."""
+    cpu_sockets: int = 1
+    """CPU sockets whose memory bandwidth the node gets (a VM slice counts as part of one)."""
 
     @property
     def memory_per_gpu_gib(self) -> float:

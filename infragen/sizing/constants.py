@@ -1,0 +1,132 @@
+"""Loads the fitted and assumed constants of the performance model (`catalog/data/performance.yaml`).
+
+Read once and cached; a validated, frozen pydantic object. Holds no figures itself.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from infragen.errors import DataError
+
+PERFORMANCE_FILE = Path(__file__).resolve().parent.parent / "catalog" / "data" / "performance.yaml"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class VllmMemoryConstants(_Frozen):
+    """vLLM start-up memory accounting."""
+
+    block_size_tokens: int = Field(gt=0)
+    """Tokens per KV block (vLLM default 16)."""
+    max_num_seqs: int = Field(gt=0)
+    """Default cap on running sequences (256)."""
+    max_num_batched_tokens: int = Field(gt=0)
+    """Tokens in the profiling forward pass (chunked-prefill budget)."""
+    non_torch_gib: float = Field(ge=0)
+    """CUDA context, cuBLAS workspaces and allocator slack per GPU, GiB."""
+    cuda_graph_gib: float = Field(ge=0)
+    """CUDA graph pool per GPU, GiB."""
+    nccl_gib: float = Field(ge=0)
+    """NCCL / custom all-reduce buffers per GPU when tp*pp > 1, GiB."""
+    source: str
+    """Where these figures come from."""
+
+
+class EngineConstants(_Frozen):
+    """Efficiency of one GPU engine relative to the hardware peaks (fitted, see `fitted_on`)."""
+
+    prefill_compute_fraction: float = Field(gt=0, le=1)
+    """Sustained fraction of dense tensor peak in large matrix multiplies."""
+    decode_bandwidth_fraction: float = Field(gt=0, le=1)
+    """Sustained fraction of peak HBM bandwidth when streaming weights and KV."""
+    step_overhead_ms: float = Field(ge=0)
+    """Fixed host-side cost of one scheduler step (scheduling, sampling, launch), ms."""
+    per_seq_overhead_ms: float = Field(ge=0)
+    """Host-side cost per running sequence per step (output processing, detokenisation), ms."""
+    per_layer_overhead_us: float = Field(ge=0)
+    """Kernel-launch / synchronisation cost per layer per step, microseconds."""
+    fitted_on: str
+    """Which calibration rows determined the fitted fields, and how."""
+
+
+class InterconnectConstants(_Frozen):
+    """Collective-communication model."""
+
+    allreduce_latency_us_nvlink: float = Field(ge=0)
+    """Fixed latency of one all-reduce over NVLink, microseconds."""
+    allreduce_latency_us_pcie: float = Field(ge=0)
+    """Fixed latency of one all-reduce over PCIe, microseconds."""
+    link_efficiency: float = Field(gt=0, le=1)
+    """Achieved fraction of the per-direction link bandwidth."""
+    pcie_gb_per_s_default: float = Field(gt=0)
+    """Per-direction PCIe Gen4 x16 bandwidth used when a PCIe GPU lists none, GB/s."""
+    cross_node_latency_us: float = Field(ge=0)
+    """Latency of one pipeline hop between nodes (RDMA or TCP), microseconds."""
+    source: str
+    """Where these figures come from."""
+
+
+class CpuConstants(_Frozen):
+    """llama.cpp on CPUs (fitted, see `fitted_on`)."""
+
+    generation_bandwidth_fraction: float = Field(gt=0, le=1)
+    """Sustained fraction of peak DRAM bandwidth in token generation."""
+    per_thread_bandwidth_gb_per_s: float = Field(gt=0)
+    """Bandwidth one thread can pull (generation is thread-limited below saturation), GB/s."""
+    prompt_flops_fraction: float = Field(gt=0, le=1)
+    """Sustained fraction of the FP32 SIMD peak in prompt processing (int8 dot products included)."""
+    default_memory_channels_share: float = Field(gt=0, le=1)
+    """Share of a socket's bandwidth assumed for a VM using the whole socket."""
+    fitted_on: str
+    """Rows used."""
+
+
+class UncertaintyBand(_Frozen):
+    """Relative error band of one regime."""
+
+    relative: float = Field(gt=0)
+    """Band as a fraction (0.2 = +/-20 %)."""
+    rows: int = Field(ge=0)
+    """Calibration rows behind it (0 = no rows: a prior)."""
+    derived: str
+    """How the band was derived."""
+
+
+class PerformanceConstants(_Frozen):
+    """Everything in performance.yaml."""
+
+    schema_version: int
+    """File schema version."""
+    source: str
+    """Provenance of the file."""
+    as_of: str
+    """Date of the last fit."""
+    vllm_memory: VllmMemoryConstants
+    """vLLM memory accounting."""
+    engines: dict[str, EngineConstants]
+    """Per-engine efficiencies (vllm, tensorrt-llm)."""
+    interconnect: InterconnectConstants
+    """Collective model."""
+    cpu: CpuConstants
+    """CPU model."""
+    trtllm_ceiling_factor: float = Field(gt=1)
+    """vLLM predictions are capped at this factor over the TensorRT-LLM-engine prediction."""
+    uncertainty: dict[str, UncertaintyBand]
+    """Bands per regime."""
+
+
+@lru_cache(maxsize=4)
+def load_constants(path: Path = PERFORMANCE_FILE) -> PerformanceConstants:
+    """Read and validate performance.yaml once."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+        return PerformanceConstants.model_validate(raw)
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise DataError(f"{path}: {exc}") from exc

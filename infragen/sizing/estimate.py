@@ -1,0 +1,360 @@
+"""Public entry points of the model: `estimate_memory` (cheap, for pruning) and `estimate` (memory + speed).
+
+Combines memory.py, performance.py and cpu_performance.py; `fits=False` is an answer with a reason, while
+impossible inputs (tp*pp larger than the GPUs, vLLM on a CPU) raise InputError. No I/O beyond cached data.
+"""
+
+from __future__ import annotations
+
+import math
+
+from infragen.architecture import ModelArchitecture
+from infragen.errors import InputError
+from infragen.sizing.constants import load_constants
+from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
+from infragen.sizing.hardware import hardware_from_gpu, hardware_from_instance, load_hardware_file
+from infragen.sizing.memory import (
+    GGUF_FORMATS,
+    VLLM_WEIGHT_FORMATS,
+    default_kv_dtype,
+    gguf_weight_bytes,
+    kv_bytes_per_token,
+    kv_heads,
+    largest_model_len,
+    max_sequences,
+    param_groups,
+    vllm_memory,
+)
+from infragen.sizing.performance import FP8_WEIGHT_ONLY_MIN_ARCH, gpu_figures, gpu_setup, steady_state
+from infragen.sizing.types import Estimate, Hardware, MemoryEstimate
+from infragen.sizing.uncertainty import relative_band
+from infragen.units import DTYPE_BYTES, GIB
+
+__all__ = [
+    "Estimate",
+    "Hardware",
+    "MemoryEstimate",
+    "estimate",
+    "estimate_memory",
+    "hardware_from_gpu",
+    "hardware_from_instance",
+    "load_hardware_file",
+]
+
+#: llama.cpp parallel slots infragen configures at most (a policy default, not a measurement).
+LLAMA_CPP_MAX_SLOTS = 16
+#: Host RAM kept for the OS, llama-server's compute buffers and page cache slack, GiB (assumption).
+LLAMA_CPP_HOST_RESERVED_GIB = 2.0
+
+
+def _gib(n_bytes: float) -> float:
+    return n_bytes / GIB
+
+
+def _check_layout(hardware: Hardware, engine: str, tp: int, pp: int, nodes: int) -> None:
+    if tp < 1 or pp < 1 or nodes < 1:
+        raise InputError(f"tp, pp and nodes must be >= 1 (got tp={tp}, pp={pp}, nodes={nodes})")
+    if engine == "vllm":
+        if hardware.accelerator is None or hardware.gpu_count == 0:
+            raise InputError(f"{hardware.name} has no GPU: vLLM needs GPUs (use --engine llama.cpp for CPUs)")
+        if tp * pp > hardware.gpu_count * nodes:
+            raise InputError(
+                f"tp x pp = {tp * pp} GPUs but {nodes} node(s) of {hardware.name} have {hardware.gpu_count * nodes}"
+            )
+        if nodes > 1 and tp > hardware.gpu_count:
+            raise InputError(f"tp={tp} must fit inside one node ({hardware.gpu_count} GPUs); span nodes with pp")
+    elif engine == "llama.cpp":
+        if tp != 1 or pp != 1 or nodes != 1:
+            raise InputError("llama.cpp runs one process per host here: tp, pp and nodes must be 1")
+    else:
+        raise InputError(f"unknown engine {engine!r}; use vllm or llama.cpp")
+
+
+def _not_fitting(base: dict[str, object], reason: str) -> MemoryEstimate:
+    return MemoryEstimate(
+        fits=False,
+        reason=reason,
+        weights_gib_per_gpu=float(base.get("weights_gib_per_gpu", 0.0)),  # type: ignore[arg-type]
+        kv_cache_bytes_per_token=int(base.get("kv_cache_bytes_per_token", 0)),  # type: ignore[call-overload]
+        kv_cache_gib_per_gpu=0.0,
+        kv_cache_capacity_tokens=0,
+        overhead_gib_per_gpu=float(base.get("overhead_gib_per_gpu", 0.0)),  # type: ignore[arg-type]
+        max_model_len=0,
+        budget_gib_per_gpu=float(base.get("budget_gib_per_gpu", 0.0)),  # type: ignore[arg-type]
+        engine=str(base["engine"]),
+        precision=str(base["precision"]),
+        kv_cache_dtype=str(base["kv_cache_dtype"]),
+        tp=int(base["tp"]),  # type: ignore[call-overload]
+        pp=int(base["pp"]),  # type: ignore[call-overload]
+        nodes=int(base["nodes"]),  # type: ignore[call-overload]
+    )
+
+
+def estimate_memory(
+    model: ModelArchitecture,
+    hardware: Hardware,
+    *,
+    precision: str,
+    kv_cache_dtype: str = "auto",
+    engine: str = "vllm",
+    tp: int = 1,
+    pp: int = 1,
+    nodes: int = 1,
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+    fp8_scope: str = "all-linear",
+) -> MemoryEstimate:
+    """Weights, overheads and KV cache per GPU (vLLM) or in host RAM (llama.cpp); cheap and cached."""
+    _check_layout(hardware, engine, tp, pp, nodes)
+    kv_dtype = default_kv_dtype(precision, kv_cache_dtype, engine)
+    kv_total = kv_bytes_per_token(model, DTYPE_BYTES[kv_dtype])
+    base: dict[str, object] = dict(
+        engine=engine, precision=precision, kv_cache_dtype=kv_dtype, tp=tp, pp=pp, nodes=nodes,
+        kv_cache_bytes_per_token=kv_total,
+    )
+    if engine == "llama.cpp":
+        return _llama_cpp_memory(model, hardware, precision, kv_total, max_model_len, base)
+    if precision not in VLLM_WEIGHT_FORMATS:
+        raise InputError(f"precision {precision!r} is not served by vLLM; use one of {', '.join(VLLM_WEIGHT_FORMATS)}")
+    acc = hardware.accelerator
+    assert acc is not None  # _check_layout guarantees it
+    if precision == "fp8" and acc.architecture not in FP8_WEIGHT_ONLY_MIN_ARCH:
+        return _not_fitting(base, f"fp8 weights need an Ampere or newer GPU; {acc.id} is {acc.architecture}")
+    if model.num_attention_heads % tp:
+        return _not_fitting(base, f"tp={tp} does not divide the {model.num_attention_heads} attention heads")
+    nkv = kv_heads(model)
+    if model.kv_lora_rank is None and nkv % tp and tp % nkv:
+        return _not_fitting(base, f"tp={tp} and the {nkv} KV heads do not divide each other")
+    per_gpu_gib = hardware.memory_per_gpu_gib
+    if gpu_memory_utilization <= 0 or gpu_memory_utilization > 1:
+        raise InputError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
+    m = vllm_memory(model, per_gpu_gib, precision, kv_dtype, tp, pp, gpu_memory_utilization, fp8_scope)
+    base.update(
+        weights_gib_per_gpu=_gib(m.weights_bytes),
+        overhead_gib_per_gpu=_gib(m.overhead_bytes),
+        budget_gib_per_gpu=_gib(m.budget_bytes),
+    )
+    gpus = tp * pp
+    if m.weights_bytes > m.budget_bytes:
+        total_need = _gib(m.weights_bytes) * gpus
+        return _not_fitting(
+            base,
+            f"weights need {total_need:.1f} GiB ({_gib(m.weights_bytes):.1f} GiB per GPU), {gpus} x {acc.id} give "
+            f"{_gib(m.budget_bytes) * gpus:.1f} GiB at gpu_memory_utilization {gpu_memory_utilization}",
+        )
+    if m.capacity_tokens <= 0:
+        return _not_fitting(
+            base,
+            f"after {_gib(m.weights_bytes):.1f} GiB of weights and {_gib(m.overhead_bytes):.1f} GiB of activations, "
+            f"CUDA graphs and buffers per GPU, no KV cache is left of the {_gib(m.budget_bytes):.1f} GiB budget",
+        )
+    longest = largest_model_len(model, m.capacity_tokens)
+    if max_model_len is not None and max_model_len > longest:
+        return _not_fitting(
+            base,
+            f"max_model_len {max_model_len} needs more KV cache than the {m.capacity_tokens} tokens that fit"
+            if max_model_len <= model.max_position_embeddings
+            else f"max_model_len {max_model_len} exceeds the model's context of {model.max_position_embeddings}",
+        )
+    return MemoryEstimate(
+        fits=True,
+        reason=None,
+        engine=engine,
+        precision=precision,
+        kv_cache_dtype=kv_dtype,
+        tp=tp,
+        pp=pp,
+        nodes=nodes,
+        weights_gib_per_gpu=_gib(m.weights_bytes),
+        kv_cache_bytes_per_token=kv_total,
+        kv_cache_gib_per_gpu=_gib(m.capacity_tokens * m.kv_bytes_per_token_gpu),
+        kv_cache_capacity_tokens=m.capacity_tokens,
+        overhead_gib_per_gpu=_gib(m.overhead_bytes),
+        max_model_len=longest,
+        budget_gib_per_gpu=_gib(m.budget_bytes),
+    )
+
+
+def _llama_cpp_memory(
+    model: ModelArchitecture,
+    hardware: Hardware,
+    precision: str,
+    kv_total: int,
+    max_model_len: int | None,
+    base: dict[str, object],
+) -> MemoryEstimate:
+    if precision not in GGUF_FORMATS:
+        raise InputError(f"precision {precision!r} is not a GGUF type; use one of {', '.join(GGUF_FORMATS)}")
+    if hardware.accelerator is not None:
+        raise InputError(f"{hardware.name} has GPUs: infragen models llama.cpp on CPUs only; use --engine vllm")
+    if hardware.memory_gib is None:
+        return _not_fitting(base, f"{hardware.name}: system memory is not in the data")
+    weights = gguf_weight_bytes(model, precision)
+    budget = (hardware.memory_gib - LLAMA_CPP_HOST_RESERVED_GIB) * GIB
+    base.update(weights_gib_per_gpu=_gib(weights), overhead_gib_per_gpu=LLAMA_CPP_HOST_RESERVED_GIB,
+                budget_gib_per_gpu=_gib(budget))
+    if weights > budget:
+        return _not_fitting(
+            base,
+            f"GGUF weights need {_gib(weights):.1f} GiB, {hardware.name} has {hardware.memory_gib:.0f} GiB of RAM "
+            f"({LLAMA_CPP_HOST_RESERVED_GIB:.0f} GiB kept for the OS and buffers)",
+        )
+    kv_budget = budget - weights
+    capacity = int(kv_budget // kv_total)
+    longest = largest_model_len(model, capacity)
+    if max_model_len is not None and max_model_len > longest:
+        return _not_fitting(
+            base, f"context {max_model_len} needs more RAM for the KV cache than the {capacity} tokens left"
+        )
+    return MemoryEstimate(
+        fits=True, reason=None, engine="llama.cpp", precision=precision, kv_cache_dtype="fp16", tp=1, pp=1, nodes=1,
+        weights_gib_per_gpu=_gib(weights), kv_cache_bytes_per_token=kv_total, kv_cache_gib_per_gpu=_gib(kv_budget),
+        kv_cache_capacity_tokens=capacity, overhead_gib_per_gpu=LLAMA_CPP_HOST_RESERVED_GIB, max_model_len=longest,
+        budget_gib_per_gpu=_gib(budget),
+        notes=("llama.cpp maps the GGUF file (mmap): weights count as resident RAM",),
+    )
+
+
+def _empty_estimate(mem: MemoryEstimate, reason: str, concurrency: int, max_conc: int = 0) -> Estimate:
+    return Estimate(
+        fits=False, reason=reason, engine=mem.engine, precision=mem.precision, kv_cache_dtype=mem.kv_cache_dtype,
+        tp=mem.tp, pp=mem.pp, nodes=mem.nodes, concurrency=concurrency,
+        weights_gib_per_gpu=mem.weights_gib_per_gpu, kv_cache_bytes_per_token=mem.kv_cache_bytes_per_token,
+        kv_cache_gib_per_gpu=mem.kv_cache_gib_per_gpu, kv_cache_capacity_tokens=mem.kv_cache_capacity_tokens,
+        overhead_gib_per_gpu=mem.overhead_gib_per_gpu, max_concurrency=max_conc, max_model_len=mem.max_model_len,
+        ttft_ms=0.0, tpot_ms=0.0, e2e_ms=0.0, output_tokens_per_s=0.0, requests_per_s=0.0,
+        relative_uncertainty=0.0, regime="does-not-fit", notes=mem.notes,
+    )
+
+
+def estimate(
+    model: ModelArchitecture,
+    hardware: Hardware,
+    *,
+    precision: str,
+    kv_cache_dtype: str = "auto",
+    engine: str = "vllm",
+    tp: int = 1,
+    pp: int = 1,
+    nodes: int = 1,
+    input_len: int,
+    output_len: int,
+    concurrency: int | None,
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float = 0.9,
+) -> Estimate:
+    """Memory, latency and throughput of one replica at `concurrency` running requests (None = the max)."""
+    if input_len < 1 or output_len < 1:
+        raise InputError(f"input and output lengths must be >= 1 (got {input_len} and {output_len})")
+    if concurrency is not None and concurrency < 1:
+        raise InputError(f"concurrency must be >= 1 or max (got {concurrency})")
+    mem = estimate_memory(
+        model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,
+        nodes=nodes, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+    )
+    asked = concurrency or 0
+    if not mem.fits:
+        return _empty_estimate(mem, mem.reason or "does not fit", asked)
+    seq_len = input_len + output_len
+    if seq_len > mem.max_model_len:
+        limit = "the model's context" if mem.max_model_len >= model.max_position_embeddings else "the KV cache"
+        return _empty_estimate(
+            mem, f"a request of {input_len} + {output_len} tokens is longer than max_model_len {mem.max_model_len} "
+            f"({limit} limits it)", asked,
+        )
+    if engine == "llama.cpp":
+        return _estimate_llama_cpp(model, hardware, mem, input_len, output_len, concurrency)
+    c = load_constants()
+    max_conc = min(c.vllm_memory.max_num_seqs,
+                   max_sequences(model, mem.kv_cache_capacity_tokens, seq_len, c.vllm_memory.block_size_tokens))
+    if max_conc < 1:
+        return _empty_estimate(mem, f"not one request of {seq_len} tokens fits the KV cache", asked)
+    notes = list(mem.notes)
+    conc = max_conc if concurrency is None else concurrency
+    if conc > max_conc:
+        notes.append(f"{conc} concurrent requests exceed the {max_conc} that fit; vLLM queues the rest")
+        conc = max_conc
+    acc = hardware.accelerator
+    assert acc is not None
+    m = vllm_memory(model, hardware.memory_per_gpu_gib, precision, mem.kv_cache_dtype, tp, pp, gpu_memory_utilization)
+    figures = gpu_figures(acc)
+    setup = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "vllm", tp, pp, nodes)
+    speed = steady_state(setup, input_len, output_len, conc)
+    tpot_s, ttft_s = speed.tpot_s, speed.ttft_s
+    ceiling = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "tensorrt-llm", tp, pp, nodes)
+    best = steady_state(ceiling, input_len, output_len, conc)
+    if speed.output_tokens_per_s > c.trtllm_ceiling_factor * best.output_tokens_per_s:
+        tpot_s = conc / (c.trtllm_ceiling_factor * best.output_tokens_per_s)
+        notes.append("capped at 1.15 x the TensorRT-LLM-engine prediction")
+    e2e_s = ttft_s + (output_len - 1) * tpot_s
+    regime = "gpu-decode-compute-bound" if speed.compute_bound else "gpu-decode-memory-bound"
+    if nodes > 1:
+        regime = "gpu-multi-node"
+    return Estimate(
+        fits=True, reason=None, engine=engine, precision=precision, kv_cache_dtype=mem.kv_cache_dtype,
+        tp=tp, pp=pp, nodes=nodes, concurrency=conc,
+        weights_gib_per_gpu=mem.weights_gib_per_gpu, kv_cache_bytes_per_token=mem.kv_cache_bytes_per_token,
+        kv_cache_gib_per_gpu=mem.kv_cache_gib_per_gpu, kv_cache_capacity_tokens=mem.kv_cache_capacity_tokens,
+        overhead_gib_per_gpu=mem.overhead_gib_per_gpu, max_concurrency=max_conc, max_model_len=mem.max_model_len,
+        ttft_ms=ttft_s * 1e3, tpot_ms=tpot_s * 1e3, e2e_ms=e2e_s * 1e3,
+        output_tokens_per_s=conc / tpot_s, requests_per_s=conc / e2e_s,
+        relative_uncertainty=relative_band(regime), regime=regime, notes=tuple(notes),
+    )
+
+
+def _estimate_llama_cpp(
+    model: ModelArchitecture,
+    hardware: Hardware,
+    mem: MemoryEstimate,
+    input_len: int,
+    output_len: int,
+    concurrency: int | None,
+) -> Estimate:
+    seq_len = input_len + output_len
+    slots_fit = mem.kv_cache_capacity_tokens // seq_len
+    max_conc = max(0, min(LLAMA_CPP_MAX_SLOTS, slots_fit))
+    if max_conc < 1:
+        return _empty_estimate(mem, f"not one request of {seq_len} tokens fits the RAM left for KV cache", 0)
+    notes = list(mem.notes)
+    conc = max_conc if concurrency is None else concurrency
+    if conc > max_conc:
+        notes.append(f"{conc} concurrent requests exceed the {max_conc} llama.cpp slots; the rest queue")
+        conc = max_conc
+    if hardware.cpu is None:
+        from infragen.errors import MissingFigureError
+
+        raise MissingFigureError(f"{hardware.name}: the CPU model is not in the data; cannot estimate llama.cpp speed")
+    tpc = getattr(hardware.cpu, "threads_per_core", None) or 1
+    cores = hardware.physical_cores or (hardware.vcpus // tpc if hardware.vcpus else None)
+    if cores is None:
+        from infragen.errors import MissingFigureError
+
+        raise MissingFigureError(f"{hardware.name}: neither physical cores nor vCPUs are known")
+    s = cpu_setup(hardware.cpu, cores, sockets=hardware.cpu_sockets)
+    notes.extend(s.notes)
+    active = float(param_groups(model).active())
+    attn = 2.0 * model.num_attention_heads * 2 * (model.head_dim or model.hidden_size // model.num_attention_heads)
+    attn_flops = attn * model.num_layers * input_len * input_len / 2
+    t_prompt = prompt_s(s, active, input_len, attn_flops)
+    weights = mem.weights_gib_per_gpu * GIB
+    kv_read = conc * (input_len + output_len / 2) * mem.kv_cache_bytes_per_token
+    step = generation_step_s(s, weights, active, kv_read, conc)
+    # llama-server interleaves a new prompt's batch with generation: prompts of the other slots slow each step.
+    tpot = step + (conc - 1) / max(conc, 1) * t_prompt / max(output_len, 1) if conc > 1 else step
+    ttft = t_prompt + (0.5 * step if conc > 1 else 0.0)
+    e2e = ttft + (output_len - 1) * tpot
+    regime = "cpu-generation" if (output_len - 1) * tpot >= ttft else "cpu-prompt"
+    return Estimate(
+        fits=True, reason=None, engine="llama.cpp", precision=mem.precision, kv_cache_dtype="fp16", tp=1, pp=1,
+        nodes=1, concurrency=conc, weights_gib_per_gpu=mem.weights_gib_per_gpu,
+        kv_cache_bytes_per_token=mem.kv_cache_bytes_per_token, kv_cache_gib_per_gpu=mem.kv_cache_gib_per_gpu,
+        kv_cache_capacity_tokens=mem.kv_cache_capacity_tokens, overhead_gib_per_gpu=mem.overhead_gib_per_gpu,
+        max_concurrency=max_conc, max_model_len=mem.max_model_len, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
+        e2e_ms=e2e * 1e3, output_tokens_per_s=conc / tpot if tpot else 0.0,
+        requests_per_s=conc / e2e if e2e else 0.0, relative_uncertainty=relative_band(regime), regime=regime,
+        notes=tuple(notes),
+    )
+
+
+def ceil_div(a: int, b: int) -> int:
+    return math.ceil(a / b)

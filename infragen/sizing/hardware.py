@@ -1,0 +1,127 @@
+"""Builds the `Hardware` one replica runs on: from a catalog instance, a bare GPU count, or an on-prem YAML file.
+
+Reads only the catalog it is given (and, for --hardware, the user's file); decides nothing about fit or speed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from infragen.catalog.records import Accelerator, CpuModel, InstanceType
+from infragen.errors import InputError
+from infragen.sizing.types import Hardware
+
+if TYPE_CHECKING:
+    from infragen.catalog import Catalog
+
+
+def hardware_from_instance(instance: InstanceType, catalog: Catalog) -> Hardware:
+    """One node of a catalog instance type (its GPUs as the cloud exposes them, its CPU if sourced)."""
+    acc = catalog.accelerator(instance.gpu) if instance.gpu else None
+    cpu = catalog.cpus.get(instance.cpu) if instance.cpu else None
+    return Hardware(
+        name=instance.id,
+        accelerator=acc,
+        gpu_count=instance.gpu_count if acc else 0,
+        gpu_memory_gib=instance.gpu_memory_gib,
+        cpu=cpu,
+        vcpus=instance.vcpus,
+        memory_gib=instance.memory_gib,
+        network_gbps=instance.network_gbps,
+        rdma=instance.rdma,
+        physical_cores=getattr(instance, "physical_cores", None),
+        cpu_sockets=getattr(instance, "cpu_sockets", None) or 1,
+    )
+
+
+def hardware_from_gpu(accelerator: Accelerator, count: int) -> Hardware:
+    """`count` GPUs of one model in one node, memory as the vendor labels it (no CPU figures)."""
+    if count < 1:
+        raise InputError(f"--gpus must be at least 1 (got {count})")
+    return Hardware(
+        name=f"{count} x {accelerator.id}",
+        accelerator=accelerator,
+        gpu_count=count,
+        gpu_memory_gib=None,
+        cpu=None,
+        vcpus=None,
+        memory_gib=None,
+        network_gbps=None,
+        rdma="none",
+    )
+
+
+class HardwareFile(BaseModel):
+    """An on-prem machine described in YAML (`--hardware FILE.yaml`), same fields as a catalog entry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    name: str = "on-prem"
+    """Description shown in the output."""
+    gpu: str | Accelerator | None = None
+    """A catalog GPU name/alias, or a full accelerator record (id, display_name, memory_gib, ...); None = CPU only."""
+    gpu_count: int = Field(default=0, ge=0)
+    """GPUs in the machine."""
+    gpu_memory_gib: float | None = Field(default=None, gt=0)
+    """Usable memory per GPU, GiB (None = the accelerator's memory_gib)."""
+    cpu: str | CpuModel | None = None
+    """A catalog CPU id, or a full CPU record (simd, fp32_flops_per_cycle_per_core, memory_bandwidth_gb_per_s...)."""
+    vcpus: int | None = Field(default=None, gt=0)
+    """Logical CPUs."""
+    physical_cores: int | None = Field(default=None, gt=0)
+    """Physical cores (llama.cpp threads); None = vcpus / threads_per_core."""
+    cpu_sockets: int = Field(default=1, ge=1)
+    """Sockets (bandwidth scales with them)."""
+    memory_gib: float | None = Field(default=None, gt=0)
+    """System RAM, GiB."""
+    network_gbps: float | None = Field(default=None, gt=0)
+    """Network bandwidth, Gbit/s."""
+    rdma: Literal["none", "efa", "erdma"] = "none"
+    """RDMA fabric."""
+
+
+def _pydantic_lines(exc: ValidationError, where: str) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        lines.append(f"{where}: {loc}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def load_hardware_file(path: Path, catalog: Catalog) -> Hardware:
+    """Read and validate an on-prem hardware YAML; InputError (exit 2) on any problem."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"{path}: cannot read hardware file: {exc}") from None
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: a hardware file is a mapping (name, gpu, gpu_count, cpu, vcpus, memory_gib...)")
+    try:
+        spec = HardwareFile.model_validate(raw)
+    except ValidationError as exc:
+        raise InputError(_pydantic_lines(exc, str(path))) from None
+    acc = catalog.accelerator(spec.gpu) if isinstance(spec.gpu, str) else spec.gpu
+    cpu = catalog.cpu(spec.cpu) if isinstance(spec.cpu, str) else spec.cpu
+    if acc is not None and spec.gpu_count == 0:
+        raise InputError(f"{path}: gpu_count: a GPU is named, so give how many (>= 1)")
+    if acc is None and spec.gpu_count:
+        raise InputError(f"{path}: gpu: gpu_count is {spec.gpu_count} but no GPU is named")
+    return Hardware(
+        name=spec.name,
+        accelerator=acc,
+        gpu_count=spec.gpu_count,
+        gpu_memory_gib=spec.gpu_memory_gib,
+        cpu=cpu,
+        vcpus=spec.vcpus,
+        memory_gib=spec.memory_gib,
+        network_gbps=spec.network_gbps,
+        rdma=spec.rdma,
+        physical_cores=spec.physical_cores,
+        cpu_sockets=spec.cpu_sockets,
+    )

@@ -1,0 +1,330 @@
+"""GPU speed model: roofline step times for prefill and decode, TP all-reduce, PP stages, MoE expert reads.
+
+Plain float arithmetic on a prepared, hashable `GpuSetup`; constants come from performance.yaml.
+Nothing here decides whether a setup fits in memory (memory.py) or builds user-facing results (estimate.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from infragen.architecture import ModelArchitecture
+from infragen.catalog.records import Accelerator
+from infragen.errors import MissingFigureError
+from infragen.sizing.constants import EngineConstants, load_constants
+from infragen.sizing.memory import head_dim, param_groups, weight_bytes_per_gpu
+from infragen.units import GIGA, TERA
+
+#: Architectures with fp8 tensor cores in hardware (vLLM runs W8A8 FP8 there; weight-only FP8 Marlin elsewhere).
+FP8_WEIGHT_ONLY_MIN_ARCH = ("Ampere", "Ada", "Hopper", "Blackwell")
+
+
+@dataclass(frozen=True)
+class GpuSetup:
+    """Everything the step-time equations need for one replica, precomputed once per layout."""
+
+    engine: str
+    tp: int
+    pp: int
+    nodes: int
+    num_layers: int
+    hidden_size: int
+    attn_flops_per_token_ctx: float
+    """FLOPs per (query token x context token) summed over layers (QK^T and PV), whole model."""
+    dense_flops_per_token: float
+    """2 x active matmul parameters (experts at top-k), whole model."""
+    weight_bytes_dense_gpu: float
+    """Non-expert weight bytes one GPU reads per step."""
+    expert_bytes_gpu: float
+    """All routed-expert bytes on one GPU (a step reads a batch-dependent share)."""
+    num_experts: int
+    experts_per_token: int
+    kv_bytes_per_token_gpu: float
+    """KV bytes per cached token on one GPU (its layers, its heads)."""
+    peak_flops: float
+    """Dense tensor peak of one GPU for the compute precision, FLOP/s."""
+    bandwidth_bytes_per_s: float
+    """Peak HBM bandwidth of one GPU, bytes/s."""
+    link_bytes_per_s: float
+    """Per-direction GPU-to-GPU bandwidth, bytes/s."""
+    allreduce_latency_s: float
+    cross_node_hop_s: float
+    activation_bytes: float
+    """Bytes per element of activations exchanged (2: bf16/fp16)."""
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """The hashable subset of an Accelerator record the speed model reads (records hold lists: unhashable)."""
+
+    id: str
+    architecture: str
+    memory_bandwidth_gb_per_s: float | None
+    fp16_tflops: float | None
+    bf16_tflops: float | None
+    fp8_tflops: float | None
+    int8_tops: float | None
+    interconnect: str
+    interconnect_gb_per_s: float | None
+
+
+def gpu_figures(acc: Accelerator) -> GpuFigures:
+    return GpuFigures(
+        id=acc.id,
+        architecture=acc.architecture,
+        memory_bandwidth_gb_per_s=acc.memory_bandwidth_gb_per_s,
+        fp16_tflops=acc.fp16_tflops,
+        bf16_tflops=acc.bf16_tflops,
+        fp8_tflops=acc.fp8_tflops,
+        int8_tops=acc.int8_tops,
+        interconnect=acc.interconnect,
+        interconnect_gb_per_s=acc.interconnect_gb_per_s,
+    )
+
+
+def compute_peak_tflops(acc: GpuFigures, precision: str) -> tuple[float, str]:
+    """Tensor peak used by prefill: fp8 only where the GPU has fp8; int8 W8A8 on int8 units; else 16-bit."""
+    if precision == "fp8" and acc.fp8_tflops is not None:
+        return acc.fp8_tflops, "fp8"
+    if precision == "int8" and acc.int8_tops is not None:
+        return acc.int8_tops, "int8"
+    peak = acc.bf16_tflops or acc.fp16_tflops
+    if peak is None:
+        raise MissingFigureError(f"{acc.id}: no fp16/bf16 tensor TFLOPS in the GPU data; cannot estimate prefill speed")
+    return peak, "fp16"
+
+
+@lru_cache(maxsize=4096)
+def gpu_setup(
+    model: ModelArchitecture,
+    acc: GpuFigures,
+    precision: str,
+    kv_bytes_per_token_gpu: float,
+    engine: str,
+    tp: int,
+    pp: int,
+    nodes: int,
+    fp8_scope: str = "all-linear",
+) -> GpuSetup:
+    """Precompute the per-layout figures (cached on hashable inputs)."""
+    c = load_constants()
+    g = param_groups(model)
+    nh = model.num_attention_heads
+    if model.kv_lora_rank is not None:
+        qk_dim = (model.qk_nope_head_dim or head_dim(model)) + (model.qk_rope_head_dim or 0)
+        v_dim = model.v_head_dim or head_dim(model)
+    else:
+        qk_dim = v_dim = head_dim(model)
+    attn_flops = 2.0 * nh * (qk_dim + v_dim) * model.num_layers
+    dense_flops = 2.0 * g.active()
+    weights_gpu = weight_bytes_per_gpu(model, precision, tp, pp, fp8_scope)
+    layers_per_stage = math.ceil(model.num_layers / pp)
+    if g.moe_layers:
+        from infragen.sizing.memory import linear_bytes_per_weight
+
+        expert_gpu = g.moe_experts_per_layer * linear_bytes_per_weight(precision) / tp
+        expert_gpu *= layers_per_stage * (g.moe_layers / g.num_layers)
+    else:
+        expert_gpu = 0.0
+    if acc.memory_bandwidth_gb_per_s is None:
+        raise MissingFigureError(f"{acc.id}: no memory bandwidth in the GPU data; cannot estimate decode speed")
+    peak, _ = compute_peak_tflops(acc, precision)
+    ic = c.interconnect
+    if acc.interconnect == "nvlink" and acc.interconnect_gb_per_s:
+        link = acc.interconnect_gb_per_s / 2 * GIGA
+        latency = ic.allreduce_latency_us_nvlink * 1e-6
+    else:
+        link = (acc.interconnect_gb_per_s / 2 if acc.interconnect_gb_per_s else ic.pcie_gb_per_s_default) * GIGA
+        latency = ic.allreduce_latency_us_pcie * 1e-6
+    return GpuSetup(
+        engine=engine,
+        tp=tp,
+        pp=pp,
+        nodes=nodes,
+        num_layers=model.num_layers,
+        hidden_size=model.hidden_size,
+        attn_flops_per_token_ctx=attn_flops,
+        dense_flops_per_token=dense_flops,
+        weight_bytes_dense_gpu=weights_gpu - expert_gpu,
+        expert_bytes_gpu=expert_gpu,
+        num_experts=model.num_experts,
+        experts_per_token=model.num_experts_per_token,
+        kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
+        peak_flops=peak * TERA,
+        bandwidth_bytes_per_s=acc.memory_bandwidth_gb_per_s * GIGA,
+        link_bytes_per_s=link * ic.link_efficiency,
+        allreduce_latency_s=latency,
+        cross_node_hop_s=ic.cross_node_latency_us * 1e-6,
+        activation_bytes=2.0,
+    )
+
+
+def engine_constants(engine: str) -> EngineConstants:
+    engines = load_constants().engines
+    if engine not in engines:
+        raise MissingFigureError(f"no efficiency constants for engine {engine!r} in performance.yaml")
+    return engines[engine]
+
+
+def expert_read_fraction(num_experts: int, experts_per_token: int, tokens: float) -> float:
+    """Expected share of routed experts a step touches: 1 - (1 - k/E)^tokens (uniform routing)."""
+    if num_experts == 0 or tokens <= 0:
+        return 0.0
+    return 1.0 - (1.0 - experts_per_token / num_experts) ** tokens
+
+
+def stage_step_s(
+    s: GpuSetup,
+    decode_seqs: float,
+    decode_ctx_tokens: float,
+    prefill_tokens: float,
+    prefill_ctx_tokens: float,
+) -> float:
+    """Time of one engine step on one pipeline stage: roofline of compute and memory, plus comm and overheads.
+
+    decode_seqs sequences each attend `decode_ctx_tokens` cached tokens; `prefill_tokens` prompt tokens
+    (chunked prefill mixed into the same step) attend `prefill_ctx_tokens` on average (causal: half the prompt).
+    """
+    e = engine_constants(s.engine)
+    tokens = decode_seqs + prefill_tokens
+    gpus = s.tp * s.pp
+    flops = (
+        s.dense_flops_per_token * tokens
+        + s.attn_flops_per_token_ctx * (decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens)
+    ) / gpus
+    t_compute = flops / (s.peak_flops * e.prefill_compute_fraction)
+    kv_read = s.kv_bytes_per_token_gpu * (decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens)
+    weights_read = s.weight_bytes_dense_gpu + s.expert_bytes_gpu * expert_read_fraction(
+        s.num_experts, s.experts_per_token, tokens
+    )
+    t_memory = (weights_read + kv_read) / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+    t_comm = 0.0
+    layers_per_stage = math.ceil(s.num_layers / s.pp)
+    if s.tp > 1:
+        message = tokens * s.hidden_size * s.activation_bytes
+        ring = 2.0 * (s.tp - 1) / s.tp * message / s.link_bytes_per_s
+        t_comm = 2 * layers_per_stage * (ring + s.allreduce_latency_s)
+    t_host = e.step_overhead_ms * 1e-3 / s.pp + e.per_seq_overhead_ms * 1e-3 * decode_seqs / s.pp
+    t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage
+    return max(t_compute, t_memory) + t_comm + t_host + t_launch
+
+
+def token_step_s(
+    s: GpuSetup,
+    decode_seqs: float,
+    decode_ctx_tokens: float,
+    prefill_tokens: float,
+    prefill_ctx_tokens: float,
+) -> float:
+    """Wall time for every running sequence to advance one token: pp stages in series plus hops.
+
+    With pp > 1 vLLM keeps pp micro-batches in flight; each stage processes decode_seqs / pp at a time.
+    """
+    if s.pp == 1:
+        return stage_step_s(s, decode_seqs, decode_ctx_tokens, prefill_tokens, prefill_ctx_tokens)
+    micro = stage_step_s(s, decode_seqs / s.pp, decode_ctx_tokens, prefill_tokens / s.pp, prefill_ctx_tokens)
+    hops = (s.pp - 1) * (s.cross_node_hop_s if s.nodes > 1 else s.allreduce_latency_s)
+    return s.pp * micro + hops
+
+
+@dataclass(frozen=True)
+class GpuSpeed:
+    """Speed of one replica at one steady concurrency."""
+
+    ttft_s: float
+    tpot_s: float
+    output_tokens_per_s: float
+    compute_bound: bool
+    prefill_s: float
+
+
+def steady_state(s: GpuSetup, input_len: int, output_len: int, concurrency: int) -> GpuSpeed:
+    """Continuous batching at `concurrency` running requests with chunked prefill mixed into decode steps.
+
+    In steady state every step carries `concurrency` decode tokens plus, on average, concurrency x input /
+    output prompt tokens of the requests that replace finished ones.
+    """
+    out = max(output_len, 1)
+    mean_ctx = input_len + out / 2.0
+    prefill_per_step = concurrency * input_len / out
+    tpot = token_step_s(s, concurrency, mean_ctx, prefill_per_step, input_len / 2.0)
+    alone = token_step_s(s, 0.0, 0.0, float(input_len), input_len / 2.0)
+    # A new prompt is prefilled in the next step(s): its own prefill plus, on average, half a busy step.
+    ttft = alone + (0.5 * tpot if concurrency > 1 else 0.0)
+    e = engine_constants(s.engine)
+    dense = (s.dense_flops_per_token * (concurrency + prefill_per_step)) / (s.tp * s.pp)
+    compute_bound = dense / (s.peak_flops * e.prefill_compute_fraction) > s.weight_bytes_dense_gpu / (
+        s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction
+    )
+    return GpuSpeed(
+        ttft_s=ttft,
+        tpot_s=tpot,
+        output_tokens_per_s=concurrency / tpot,
+        compute_bound=compute_bound,
+        prefill_s=alone,
+    )
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """Outcome of serving a fixed set of requests that all arrive at once (offline benchmark)."""
+
+    duration_s: float
+    output_tokens: int
+    output_tokens_per_s: float
+    mean_itl_s: float
+    """Token-weighted mean inter-token latency."""
+
+
+def simulate_drain(
+    s: GpuSetup,
+    input_lens: Sequence[int],
+    output_lens: Sequence[int],
+    max_num_seqs: int,
+    kv_capacity_tokens: int,
+    max_batched_tokens: int = 8192,
+) -> DrainResult:
+    """Step through continuous batching of requests all queued at t=0 (what `benchmark_serving --request-rate inf`
+    and `trtllm-bench` measure): admit while slots and KV allow, prefill in chunks, decode until done.
+    """
+    queue = list(zip(input_lens, output_lens, strict=True))
+    queue.reverse()
+    running: list[list[int]] = []  # [context_tokens, remaining_output]
+    t = 0.0
+    itl_weighted = 0.0
+    tokens_out = 0
+    while queue or running:
+        used = sum(r[0] + r[1] for r in running)
+        prefill_tokens = 0
+        prefill_ctx = 0.0
+        while queue and len(running) < max_num_seqs:
+            inp, out = queue[-1]
+            if used + inp + out > kv_capacity_tokens and running:
+                break
+            if prefill_tokens + inp > max_batched_tokens and prefill_tokens:
+                break
+            queue.pop()
+            running.append([inp, out])
+            used += inp + out
+            prefill_tokens += inp
+            prefill_ctx += inp * inp / 2.0
+        decoding = [r for r in running if r[1] > 0]
+        n = len(decoding)
+        ctx = sum(r[0] for r in decoding) / n if n else 0.0
+        step = token_step_s(s, n, ctx, prefill_tokens, prefill_ctx / prefill_tokens if prefill_tokens else 0.0)
+        t += step
+        itl_weighted += step * n
+        tokens_out += n
+        for r in decoding:
+            r[0] += 1
+            r[1] -= 1
+        running = [r for r in running if r[1] > 0]
+    return DrainResult(
+        duration_s=t,
+        output_tokens=tokens_out,
+        output_tokens_per_s=tokens_out / t if t > 0 else 0.0,
+        mean_itl_s=itl_weighted / tokens_out if tokens_out else 0.0,
+    )
