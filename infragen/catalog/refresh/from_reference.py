@@ -11,6 +11,7 @@ import argparse
 import csv
 import gzip
 import json
+import re
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -110,14 +111,14 @@ def convert_gpus(rows: list[dict[str, str]], supplements: dict[str, Any]) -> lis
     for r in rows:
         gpu_id = GPU_IDS[r["name"]]
         interconnect = r["interconnect"]
-        nvlink = "nvlink" in interconnect.lower() or bool(r["nvlink_bandwidth_gbps"])
-        generation = None
-        for gen in (2, 3, 4, 5):
-            if f"nvlink {gen}" in interconnect.lower():
-                generation = gen
+        # "PCIe (no NVLink on g5)" must not read as NVLink: require a generation number or a bandwidth
+        gen_match = re.search(r"nvlink (\d)", interconnect.lower())
+        nvlink = r["vendor"] == "NVIDIA" and (gen_match is not None or bool(r["nvlink_bandwidth_gbps"]))
+        generation = int(gen_match.group(1)) if gen_match else None
         pcie_gb_per_s = None
         if not nvlink and "(64 GB/s)" in interconnect:
             pcie_gb_per_s = 64.0
+        link_gb_per_s = _num(r["nvlink_bandwidth_gbps"]) if nvlink else pcie_gb_per_s
         out.append(_clean({
             "id": gpu_id,
             "display_name": f"{r['vendor']} {r['name']}",
@@ -130,9 +131,10 @@ def convert_gpus(rows: list[dict[str, str]], supplements: dict[str, Any]) -> lis
             "bf16_tflops": _num(r["bf16_dense_tflops"]),
             "fp8_tflops": _num(r["fp8_dense_tflops"]),
             "int8_tops": _num(r["int8_dense_tops"]),
-            "interconnect": "nvlink" if nvlink and r["vendor"] == "NVIDIA" else "pcie",
+            "interconnect": "nvlink" if nvlink else "pcie",
             "nvlink_generation": generation if nvlink else None,
-            "interconnect_gb_per_s": _num(r["nvlink_bandwidth_gbps"]) or pcie_gb_per_s,
+            # a non-NVLink fabric figure (MI300X Infinity Fabric aggregate) stays in the notes only
+            "interconnect_gb_per_s": link_gb_per_s,
             "tdp_w": _num(r["tdp_w"]),
             "source": r["source"],
             "confidence": r["confidence"],
