@@ -1,0 +1,183 @@
+"""Alibaba Cloud provisioning: `build_alicloud(plan, settings)` wires the network, secrets, nodes and LB components.
+
+Consumes a Plan and the stack settings; makes no sizing decision (counts, types and sizes are the plan's).
+GPU nodes boot a stock Ubuntu 22.04 system image; the NVIDIA driver (and the eRDMA stack) is installed by cloud-init.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from infragen.errors import InputError
+from infragen.plan import Plan
+from infragen.provision.alicloud.compute import AliNodes, NodesArgs
+from infragen.provision.alicloud.layout import (
+    NodeLayout,
+    eri_interfaces,
+    idle_timeout_s,
+    plan_disks,
+    plan_network,
+    plan_nodes,
+    serving_ports,
+)
+from infragen.provision.alicloud.loadbalancer import AliLoadBalancer, Backend, LoadBalancerArgs, listener_ports
+from infragen.provision.alicloud.network import AliNetwork, NetworkArgs
+from infragen.provision.alicloud.secrets import AliSecrets, SecretsArgs
+from infragen.provision.common import check_user_data, name_stem, plan_tags
+
+if TYPE_CHECKING:
+    from infragen.provision.settings import StackSettings
+
+__all__ = [
+    "AliLoadBalancer",
+    "AliNetwork",
+    "AliNodes",
+    "AliSecrets",
+    "AlicloudOptions",
+    "build_alicloud",
+    "load_alicloud_options",
+]
+
+# "Instance user data must be encoded in Base64. The maximum size of the raw data is 32 KB."
+# (alibabacloud_ecs20140526 SDK, CreateLaunchTemplateVersion UserData docstring.)
+USER_DATA_MAX_BYTES = 32 * 1024
+# Stock system images (owner "system"), newest first; cloud-init on them installs the NVIDIA driver for GPU nodes.
+IMAGE_NAME_REGEX = {"x86_64": "^ubuntu_22_04_x64", "arm64": "^ubuntu_22_04_arm64"}
+
+Renderer = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class AlicloudOptions:
+    """Alibaba-only stack options (`infragen:*` config keys the shared settings do not cover)."""
+
+    image_id: str | None = None
+    """`infragen:imageId`: a custom image for every node (e.g. one with the NVIDIA driver baked in); None = the
+    newest Ubuntu 22.04 system image for the node's architecture."""
+    kms_instance_id: str | None = None
+    """`infragen:kmsInstanceId`: dedicated KMS instance for the secrets (KMS 3.0 accounts need one)."""
+    node_zone_ids: tuple[str, ...] | None = None
+    """`infragen:nodeZones`: zones for the nodes, best first; None = every zone offering the instance type."""
+    lb_zone_ids: tuple[str, ...] | None = None
+    """`infragen:lbZones`: two zones for the load balancer; None = the first two the LB service offers."""
+
+
+def load_alicloud_options(config: pulumi.Config | None = None) -> AlicloudOptions:
+    """Read the Alibaba-only `infragen:*` keys (call inside a Pulumi program)."""
+    cfg = config if config is not None else pulumi.Config("infragen")
+    return AlicloudOptions(
+        image_id=cfg.get("imageId") or None,
+        kms_instance_id=cfg.get("kmsInstanceId") or None,
+        node_zone_ids=_zones(cfg.get_object("nodeZones"), "infragen:nodeZones"),
+        lb_zone_ids=_zones(cfg.get_object("lbZones"), "infragen:lbZones"),
+    )
+
+
+def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOptions | None = None,
+                   render: Renderer | None = None) -> dict[str, Any]:
+    """Create everything `plan` needs on Alibaba Cloud; returns the cloud exports (`endpoint`, ...)."""
+    if plan.deployment.cloud != "alicloud":
+        raise InputError(f"plan {plan.workload} targets {plan.deployment.cloud}, not alicloud")
+    opts = options if options is not None else load_alicloud_options()
+    renderer = render if render is not None else _default_renderer()
+    prefix = name_stem(plan)
+    tags = plan_tags(plan)
+
+    network_layout = plan_network(plan, settings.vpc_cidr)
+    nodes = plan_nodes(plan, network_layout.node_cidrs)
+    disks = plan_disks(plan)
+    ports = listener_ports(plan.engine.port, settings.certificate_arn)
+    user_data = [check_user_data(renderer(plan, node.role, head_address=_head_of(node, nodes)),
+                                 max_bytes=USER_DATA_MAX_BYTES, what=f"user-data of {node.name}")
+                 for node in nodes]
+
+    node_zones = _node_zones(plan, opts)
+    lb_zones = _lb_zones(plan, opts)
+    network = AliNetwork(f"{prefix}-net", NetworkArgs(
+        prefix=prefix, layout=network_layout, node_zone_ids=node_zones, lb_zone_ids=lb_zones,
+        listener_ports=ports, serving_ports=serving_ports(plan), allowed_cidrs=tuple(settings.allowed_cidrs),
+        intra_cluster=plan.deployment.nodes_per_replica > 1, tags=tags))
+    secrets = AliSecrets(f"{prefix}-secrets", SecretsArgs(
+        prefix=prefix, hf_token_name=plan.secrets.hf_token_name, api_key_name=plan.secrets.api_key_name,
+        hf_token=settings.hf_token, api_key=settings.api_key, tags=tags, kms_instance_id=opts.kms_instance_id))
+    compute = AliNodes(f"{prefix}-nodes", NodesArgs(
+        prefix=prefix, instance_type=plan.deployment.instance_type, nodes=nodes, user_data=user_data, disks=disks,
+        image_id=opts.image_id or _image_id(plan), vswitch_ids=network.node_vswitch_ids,
+        security_group_id=network.node_security_group_id, role_name=secrets.role_name,
+        spot=plan.deployment.pricing == "spot", eri_interfaces=eri_interfaces(plan),
+        low_latency_placement=plan.network.placement == "cluster", tags=tags,
+        depends_on=[secrets.policy_attachment]))
+    backends = [Backend(instance_id=compute.instance_ids[node.index], port=port)
+                for node in nodes for port in node.serving_ports]
+    lb = AliLoadBalancer(f"{prefix}-lb", LoadBalancerArgs(
+        prefix=prefix, kind=plan.network.load_balancer, vpc_id=network.vpc_id, vswitch_ids=network.lb_vswitch_ids,
+        zone_ids=network.lb_zone_ids, security_group_id=network.lb_security_group_id, listener_port=plan.engine.port,
+        backends=backends, health_path=plan.engine.health_path, idle_timeout_s=idle_timeout_s(plan), tags=tags,
+        certificate_id=settings.certificate_arn))
+    return {
+        "endpoint": lb.endpoint,
+        "load_balancer_dns": lb.dns_name,
+        "vpc_id": network.vpc_id,
+        "instance_ids": compute.instance_ids,
+        "secret_names": [plan.secrets.hf_token_name, plan.secrets.api_key_name],
+    }
+
+
+def _head_of(node: NodeLayout, nodes: Sequence[NodeLayout]) -> str | None:
+    """The fixed private IP of the head of `node`'s replica (None for single-node replicas)."""
+    if node.role == "replica":
+        return None
+    head = next(n for n in nodes if n.replica == node.replica and n.role == "head")
+    return head.private_ip
+
+
+def _node_zones(plan: Plan, opts: AlicloudOptions) -> pulumi.Input[Sequence[str]]:
+    if opts.node_zone_ids:
+        return list(opts.node_zone_ids)
+    found = alicloud.get_zones_output(
+        available_instance_type=plan.deployment.instance_type, available_resource_creation="VSwitch",
+        available_disk_category="cloud_essd", instance_charge_type="PostPaid",
+        spot_strategy="SpotAsPriceGo" if plan.deployment.pricing == "spot" else None)
+    return found.ids
+
+
+def _lb_zones(plan: Plan, opts: AlicloudOptions) -> pulumi.Input[Sequence[str]]:
+    if opts.lb_zone_ids:
+        return list(opts.lb_zone_ids)
+    if plan.network.load_balancer == "nlb":
+        return alicloud.nlb.get_zones_output().ids
+    return alicloud.alb.get_zones_output().ids
+
+
+def _image_id(plan: Plan) -> pulumi.Output[str]:
+    regex = IMAGE_NAME_REGEX[plan.deployment.cpu_arch]
+    images = alicloud.ecs.get_images_output(owners="system", name_regex=regex, most_recent=True,
+                                            instance_type=plan.deployment.instance_type)
+    return images.ids.apply(lambda ids: _first_image(ids, regex, plan.deployment.instance_type))
+
+
+def _first_image(ids: Sequence[str], regex: str, instance_type: str) -> str:
+    if not ids:
+        raise pulumi.RunError(f"no system image matching {regex} supports {instance_type} in this region; "
+                              "set infragen:imageId to an image that does")
+    return ids[0]
+
+
+def _zones(value: Any, key: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(z, str) and z for z in items):
+        raise InputError(f"{key}: expected a list of zone ids such as [\"cn-hangzhou-j\"], got {value!r}")
+    return tuple(items)
+
+
+def _default_renderer() -> Renderer:
+    from infragen.render import render_user_data
+
+    return render_user_data

@@ -1,0 +1,145 @@
+"""Alibaba Cloud compute component: ECS instances, low-latency deployment sets and elastic RDMA interfaces.
+
+Launches exactly the nodes the layout lists (from the plan); never picks a type, a count or a size itself.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+from infragen.provision.alicloud.layout import DiskLayout, NodeLayout
+
+# Elastic RDMA interface = ENI in this traffic mode (pulumi-alicloud 4.0.0 ecs.Instance / ecs.EcsNetworkInterface).
+ERI_TRAFFIC_MODE = "HighPerformance"
+# Spot instances pay the market price capped at the pay-as-you-go price (ecs.Instance `spot_strategy`).
+SPOT_STRATEGY = "SpotAsPriceGo"
+
+
+@dataclass(frozen=True)
+class NodesArgs:
+    """Inputs of `AliNodes`."""
+
+    prefix: str
+    """Name prefix (the workload name)."""
+    instance_type: str
+    """ECS instance type (plan.deployment.instance_type)."""
+    nodes: Sequence[NodeLayout]
+    """Every node to launch, with role, zone slot and fixed IP (from `plan_nodes`)."""
+    user_data: Sequence[str]
+    """Rendered cloud-init per node, same order as `nodes`."""
+    disks: DiskLayout
+    """System and data disk sizes and levels (from `plan_disks`)."""
+    image_id: pulumi.Input[str]
+    """Machine image for every node."""
+    vswitch_ids: Sequence[pulumi.Input[str]]
+    """Node vSwitch per zone slot."""
+    security_group_id: pulumi.Input[str]
+    """Node security group."""
+    role_name: pulumi.Input[str]
+    """RAM role the instances run as (reads the KMS secrets)."""
+    spot: bool
+    """Launch spot instances (plan.deployment.pricing == "spot")."""
+    eri_interfaces: int
+    """Elastic RDMA interfaces per node (0 = none); the primary ENI is the first."""
+    low_latency_placement: bool
+    """Put each replica's nodes in one deployment set with the LowLatency strategy."""
+    tags: Mapping[str, str]
+    """Tags for every resource."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """Resources the instances must wait for (the role's policy attachment)."""
+
+
+class AliNodes(pulumi.ComponentResource):
+    """The plan's ECS instances: private, encrypted ESSDs, IMDS tokens required, cloud-init user data."""
+
+    instances: list[alicloud.ecs.Instance]
+    instance_ids: list[pulumi.Output[str]]
+    private_ips: list[pulumi.Output[str]]
+
+    def __init__(self, name: str, args: NodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("infragen:alicloud:Nodes", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        if len(args.user_data) != len(args.nodes):
+            raise ValueError(f"{len(args.nodes)} nodes but {len(args.user_data)} user-data documents")
+
+        deployment_sets: dict[int, alicloud.ecs.EcsDeploymentSet] = {}
+        if args.low_latency_placement:
+            for replica in sorted({n.replica for n in args.nodes}):
+                # Deployment sets take no tags (pulumi-alicloud 4.0.0); the name carries the workload.
+                deployment_sets[replica] = alicloud.ecs.EcsDeploymentSet(
+                    f"{name}-r{replica}-placement", deployment_set_name=f"{args.prefix}-r{replica}",
+                    strategy="LowLatency", description=f"infragen {args.prefix} replica {replica}: one low-latency "
+                    "group", opts=child)
+
+        disks = args.disks
+        data_disks = []
+        if disks.data_gib is not None:
+            data_disks.append(alicloud.ecs.InstanceDataDiskArgs(
+                size=disks.data_gib, category=disks.data_category, performance_level=disks.data_level,
+                encrypted=True, delete_with_instance=True, name=f"{args.prefix}-models",
+                description="model store (mounted by cloud-init)"))
+
+        instance_opts = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
+        self.instances = []
+        for node, user_data in zip(args.nodes, args.user_data, strict=True):
+            vswitch_id = args.vswitch_ids[node.zone_slot]
+            rdma = args.eri_interfaces > 0
+            secondary = None
+            if args.eri_interfaces >= 2:
+                # The second ERI is created with the instance, on network card 1, so it exists when cloud-init runs.
+                secondary = alicloud.ecs.InstanceNetworkInterfacesArgs(
+                    network_card_index=1, network_interface_traffic_mode=ERI_TRAFFIC_MODE, vswitch_id=vswitch_id,
+                    security_group_ids=[args.security_group_id])
+            placement = deployment_sets.get(node.replica)
+            instance = alicloud.ecs.Instance(
+                f"{name}-{node.name}",
+                instance_name=f"{args.prefix}-{node.name}",
+                host_name=f"{args.prefix}-{node.name}"[:64],
+                instance_type=args.instance_type,
+                image_id=args.image_id,
+                vswitch_id=vswitch_id,
+                security_groups=[args.security_group_id],
+                private_ip=node.private_ip,
+                # No public address: clients come through the load balancer, egress goes through the NAT gateway.
+                internet_max_bandwidth_out=0,
+                allocate_public_ip=False,
+                instance_charge_type="PostPaid",
+                spot_strategy=SPOT_STRATEGY if args.spot else "NoSpot",
+                system_disk_category="cloud_essd",
+                system_disk_size=disks.system_gib,
+                system_disk_performance_level=disks.system_level,
+                system_disk_encrypted=True,
+                data_disks=data_disks or None,
+                # Metadata only with a session token (IMDSv2-style hardening).
+                http_endpoint="enabled",
+                http_tokens="required",
+                role_name=args.role_name,
+                user_data=base64.b64encode(user_data.encode()).decode(),
+                deployment_set_id=placement.id if placement is not None else None,
+                network_interface_traffic_mode=ERI_TRAFFIC_MODE if rdma else None,
+                network_interfaces=secondary,
+                description=f"infragen {args.prefix} {node.role} {node.index}",
+                tags={**tags, "infragen:role": node.role},
+                volume_tags=tags,
+                opts=instance_opts,
+            )
+            self.instances.append(instance)
+            for card in range(2, args.eri_interfaces):
+                eri = alicloud.ecs.EcsNetworkInterface(
+                    f"{name}-{node.name}-eri-{card}", network_interface_name=f"{args.prefix}-{node.name}-eri-{card}",
+                    vswitch_id=vswitch_id, security_group_ids=[args.security_group_id],
+                    network_interface_traffic_mode=ERI_TRAFFIC_MODE, description="elastic RDMA interface",
+                    tags=tags, opts=child)
+                alicloud.ecs.EcsNetworkInterfaceAttachment(
+                    f"{name}-{node.name}-eri-{card}-attach", instance_id=instance.id, network_interface_id=eri.id,
+                    network_card_index=card, opts=child)
+
+        self.instance_ids = [i.id for i in self.instances]
+        self.private_ips = [i.private_ip for i in self.instances]
+        self.register_outputs({"instance_ids": self.instance_ids, "private_ips": self.private_ips})

@@ -1,0 +1,84 @@
+"""Alibaba Cloud secrets component: KMS secrets for the HF token and API key, and the nodes' RAM role.
+
+The values come in as Pulumi secret Outputs and go only into `kms.Secret.secret_data`;
+the role may read exactly these two secrets and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_alicloud as alicloud
+
+# Trust policy letting ECS instances assume the role (Alibaba RAM docs: service role for ECS, "ecs.aliyuncs.com").
+ECS_TRUST_POLICY = json.dumps({
+    "Statement": [{"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": ["ecs.aliyuncs.com"]}}],
+    "Version": "1",
+})
+
+
+@dataclass(frozen=True)
+class SecretsArgs:
+    """Inputs of `AliSecrets`."""
+
+    prefix: str
+    """Name prefix (the workload name)."""
+    hf_token_name: str
+    """KMS secret name for the Hugging Face token (plan.secrets.hf_token_name)."""
+    api_key_name: str
+    """KMS secret name for the API key (plan.secrets.api_key_name)."""
+    hf_token: pulumi.Input[str]
+    """The Hugging Face token (a Pulumi secret)."""
+    api_key: pulumi.Input[str]
+    """The API key clients must send (a Pulumi secret)."""
+    tags: Mapping[str, str]
+    """Tags for every taggable resource."""
+    kms_instance_id: str | None = None
+    """Dedicated KMS instance to store the secrets in (KMS 3.0 accounts need one); None = the default KMS."""
+
+
+class AliSecrets(pulumi.ComponentResource):
+    """Two KMS secrets and a RAM role for the instances that can `kms:GetSecretValue` on exactly them."""
+
+    role_name: pulumi.Output[str]
+    policy_attachment: pulumi.Resource
+    secret_arns: list[pulumi.Output[str]]
+
+    def __init__(self, name: str, args: SecretsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("infragen:alicloud:Secrets", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        tags = dict(args.tags)
+        secrets = []
+        for key, secret_name, value in (("hf-token", args.hf_token_name, args.hf_token),
+                                        ("api-key", args.api_key_name, args.api_key)):
+            secrets.append(alicloud.kms.Secret(
+                f"{name}-{key}", secret_name=secret_name, secret_data=pulumi.Output.secret(value),
+                secret_data_type="text", version_id="v1", description=f"infragen {args.prefix} {key}",
+                dkms_instance_id=args.kms_instance_id, force_delete_without_recovery=False, tags=tags,
+                opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret_data"])))
+        self.secret_arns = [s.arn for s in secrets]
+
+        role = alicloud.ram.Role(
+            f"{name}-role", role_name=f"{args.prefix}-node"[:64], assume_role_policy_document=ECS_TRUST_POLICY,
+            description=f"infragen {args.prefix} nodes: read their two KMS secrets", tags=tags, opts=child)
+        document = pulumi.Output.all(*self.secret_arns).apply(secret_read_policy)
+        policy = alicloud.ram.Policy(
+            f"{name}-read-secrets", policy_name=f"{args.prefix}-read-secrets"[:128], policy_document=document,
+            description="kms:GetSecretValue on this deployment's secrets only", tags=tags, opts=child)
+        # Nodes read the secrets at boot: they must not start before the policy is attached.
+        self.policy_attachment = alicloud.ram.RolePolicyAttachment(
+            f"{name}-read-secrets-attach", role_name=role.role_name, policy_name=policy.policy_name,
+            policy_type="Custom", opts=child)
+        self.role_name = role.role_name
+        self.register_outputs({"role_name": role.role_name, "secret_arns": self.secret_arns})
+
+
+def secret_read_policy(arns: list[str]) -> str:
+    """A RAM policy document allowing GetSecretValue on exactly `arns`."""
+    return json.dumps({
+        "Version": "1",
+        "Statement": [{"Effect": "Allow", "Action": ["kms:GetSecretValue"], "Resource": sorted(arns)}],
+    }, sort_keys=True)
