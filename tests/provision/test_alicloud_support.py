@@ -89,3 +89,25 @@ def make_settings(*, hf: str = SENTINEL_HF, api_key: str = "", certificate: str 
 def stand_in_renderer(plan: Any, role: str, *, head_address: str | None = None) -> str:
     """A minimal cloud-config naming the role and head, for tests that look only at resources."""
     return f"#cloud-config\n# role={role} head={head_address}\nruncmd: []\n"
+
+
+def run_alicloud(plan: Any, *, render: Any = stand_in_renderer, options: Any = None,
+                 zones: list[str] | None = None, **settings: Any) -> tuple[AliMocks, dict[str, Any], list[str]]:
+    """Run `build_alicloud` under fresh mocks; returns the mocks, the resolved exports and every URN."""
+    mocks = AliMocks(zones=list(zones or ZONES))
+    pulumi.runtime.set_mocks(mocks, project="infragen", stack="test", preview=False)
+    from infragen.provision.alicloud import AlicloudOptions, build_alicloud
+
+    exports: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        out = build_alicloud(plan, make_settings(**settings), options=options or AlicloudOptions(), render=render)
+        keys = list(out)
+        values = pulumi.Output.all(*[out[k] for k in keys])
+        return values.apply(lambda vals: exports.update(zip(keys, vals, strict=True)))
+
+    program()
+    monitor = pulumi.runtime.settings.get_monitor()
+    urns = list(monitor.get_registered_resources()) if hasattr(monitor, "get_registered_resources") else []
+    return mocks, exports, urns

@@ -1,0 +1,313 @@
+"""Alibaba stacks under Pulumi mocks: resources match the plan, and the security invariants hold.
+
+Plans are the hand-built factory shapes on `cloud="alicloud"`; no cloud, no CLI, no planner.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+import pytest
+
+from infragen.errors import InputError
+from infragen.plan import Plan
+from infragen.provision.common import TAG_DIGEST
+from tests.plan_factory import SENTINEL_SECRET, make_plan
+from tests.provision.test_alicloud_support import (
+    IMAGE_ID,
+    SENTINEL_HF,
+    AliMocks,
+    decoded_user_data,
+    dump,
+    run_alicloud,
+)
+
+KINDS = ["single", "packed", "tp", "multinode", "cpu"]
+INSTANCE = "ecs/instance:Instance"
+RULE = "ecs/securityGroupRule:SecurityGroupRule"
+# Resource types the provider gives no `tags` argument (checked against pulumi-alicloud below).
+UNTAGGABLE = {
+    "alicloud:ecs/securityGroupRule:SecurityGroupRule": "ecs.SecurityGroupRuleArgs",
+    "alicloud:ecs/eipAssociation:EipAssociation": "ecs.EipAssociationArgs",
+    "alicloud:vpc/snatEntry:SnatEntry": "vpc.SnatEntryArgs",
+    "alicloud:ram/rolePolicyAttachment:RolePolicyAttachment": "ram.RolePolicyAttachmentArgs",
+    "alicloud:ecs/ecsDeploymentSet:EcsDeploymentSet": "ecs.EcsDeploymentSetArgs",
+    "alicloud:ecs/ecsNetworkInterfaceAttachment:EcsNetworkInterfaceAttachment": "ecs.EcsNetworkInterfaceAttachmentArgs",
+    "alicloud:alb/loadBalancerSecurityGroupAttachment:LoadBalancerSecurityGroupAttachment":
+        "alb.LoadBalancerSecurityGroupAttachmentArgs",
+    "alicloud:nlb/serverGroupServerAttachment:ServerGroupServerAttachment": "nlb.ServerGroupServerAttachmentArgs",
+}
+
+
+def _plan_with(plan: Plan, **sections: dict[str, Any]) -> Plan:
+    """The plan with some fields of some sections replaced (validated again, new digest)."""
+    data = plan.model_dump(mode="json", exclude={"digest"})
+    for section, fields in sections.items():
+        data[section] = {**data[section], **fields}
+    return Plan.model_validate(data)
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def stack(request: pytest.FixtureRequest) -> tuple[Plan, AliMocks, dict[str, Any]]:
+    plan = make_plan(request.param, "alicloud")
+    mocks, exports, _ = run_alicloud(plan)
+    return plan, mocks, exports
+
+
+def test_instances_match_the_plan(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    plan, mocks, _ = stack
+    instances = mocks.of_type(INSTANCE)
+    assert len(instances) == plan.deployment.nodes
+    for inst in instances:
+        assert inst.inputs["instanceType"] == plan.deployment.instance_type, inst.name
+        assert inst.inputs["imageId"] == IMAGE_ID
+        assert inst.inputs["systemDiskSize"] == plan.storage.root_volume_gib
+        assert inst.inputs["systemDiskCategory"] == "cloud_essd"
+        disks = inst.inputs["dataDisks"]
+        assert len(disks) == 1, inst.name
+        assert disks[0]["size"] == plan.storage.volume_gib
+        assert disks[0]["category"] == plan.storage.volume_type
+        assert disks[0]["performanceLevel"] == plan.storage.performance_level
+
+
+def test_nodes_are_private_hardened_and_encrypted(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    _, mocks, _ = stack
+    for inst in mocks.of_type(INSTANCE):
+        assert inst.inputs["internetMaxBandwidthOut"] == 0, f"{inst.name} gets a public IP"
+        assert inst.inputs.get("allocatePublicIp") is False, inst.name
+        assert inst.inputs["httpTokens"] == "required", f"{inst.name}: metadata without a token"
+        assert inst.inputs["systemDiskEncrypted"] is True, inst.name
+        assert all(d["encrypted"] is True for d in inst.inputs.get("dataDisks", [])), inst.name
+        assert "password" not in inst.inputs and "keyName" not in inst.inputs, f"{inst.name} has a login"
+        assert inst.inputs["spotStrategy"] == "NoSpot"
+
+
+def test_no_public_ingress_but_the_listener(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    plan, mocks, _ = stack
+    groups = {r.name: r for r in mocks.of_type("ecs/securityGroup:SecurityGroup")}
+    lb_sg = next(f"{name}-id" for name in groups if name.endswith("-lb-sg"))
+    for rule in mocks.of_type(RULE):
+        inputs = rule.inputs
+        assert inputs["type"] == "ingress"
+        low, high = (int(p) for p in inputs["portRange"].split("/"))
+        if "sourceSecurityGroupId" not in inputs:
+            assert low > 0 and not low <= 22 <= high, f"{rule.name} opens SSH or every port to {inputs['cidrIp']}"
+        cidr = inputs.get("cidrIp")
+        if cidr is not None and not ipaddress.ip_network(cidr).is_private:
+            # Only the LB's security group may admit the internet, and only on the listener port.
+            assert inputs["securityGroupId"] == lb_sg, f"{rule.name} opens a node to {cidr}"
+            assert inputs["portRange"] == f"{plan.engine.port}/{plan.engine.port}", rule.name
+            assert inputs["ipProtocol"] == "tcp", rule.name
+
+
+def test_load_balancer_forwards_to_the_engine_ports(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    plan, mocks, exports = stack
+    (listener,) = mocks.of_type("alb/listener:Listener")
+    assert listener.inputs["listenerPort"] == plan.engine.port
+    assert listener.inputs["listenerProtocol"] == "HTTP"
+    assert listener.inputs["idleTimeout"] == plan.network.idle_timeout_s
+    (group,) = mocks.of_type("alb/serverGroup:ServerGroup")
+    health = group.inputs["healthCheckConfig"]
+    assert health["healthCheckEnabled"] is True
+    assert health["healthCheckPath"] == plan.engine.health_path
+    servers = group.inputs["servers"]
+    ports = sorted(s["port"] for s in servers)
+    dep = plan.deployment
+    serving_nodes = dep.replicas if dep.nodes_per_replica > 1 else dep.nodes
+    assert len(servers) == dep.replicas, "one backend per engine instance"
+    assert ports == sorted(plan.engine.port + i for i in range(dep.replicas_per_node)) * serving_nodes
+    (alb,) = mocks.of_type("alb/loadBalancer:LoadBalancer")
+    assert alb.inputs["addressType"] == "Internet"
+    assert len(alb.inputs["zoneMappings"]) == 2
+    assert len({z["zoneId"] for z in alb.inputs["zoneMappings"]}) == 2, "ALB needs two distinct zones"
+    assert exports["endpoint"] == f"http://{alb.name}.cn-hangzhou.alb.example:{plan.engine.port}"
+
+
+def test_nodes_accept_only_the_lb_vswitches_on_engine_ports(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    plan, mocks, _ = stack
+    lb_cidrs = {r.inputs["cidrBlock"] for r in mocks.of_type("vpc/switch:Switch") if "-lb-" in r.name}
+    node_rules = [r for r in mocks.of_type(RULE) if r.inputs["securityGroupId"].endswith("-node-sg-id")]
+    low = plan.engine.port
+    high = plan.engine.port + (plan.deployment.replicas_per_node - 1 if plan.deployment.nodes_per_replica == 1 else 0)
+    from_cidrs = [r for r in node_rules if "cidrIp" in r.inputs]
+    assert {r.inputs["cidrIp"] for r in from_cidrs} == lb_cidrs
+    assert all(r.inputs["portRange"] == f"{low}/{high}" for r in from_cidrs)
+    self_rules = [r for r in node_rules if "sourceSecurityGroupId" in r.inputs]
+    assert len(self_rules) == (1 if plan.deployment.nodes_per_replica > 1 else 0)
+
+
+def test_secrets_live_only_in_kms(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    plan, mocks, _ = stack
+    secrets = {r.inputs["secretName"]: r for r in mocks.of_type("kms/secret:Secret")}
+    assert set(secrets) == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+    assert SENTINEL_HF in dump(secrets[plan.secrets.hf_token_name].inputs["secretData"])
+    assert SENTINEL_SECRET in dump(secrets[plan.secrets.api_key_name].inputs["secretData"])
+    for res in mocks.resources:
+        if res.type == "alicloud:kms/secret:Secret":
+            continue
+        text = dump(res.inputs)
+        assert SENTINEL_HF not in text and SENTINEL_SECRET not in text, f"{res.type} {res.name} carries a secret"
+    for inst in mocks.of_type(INSTANCE):
+        user_data = decoded_user_data(inst)
+        assert SENTINEL_HF not in user_data and SENTINEL_SECRET not in user_data, inst.name
+
+
+def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    plan, mocks, _ = stack
+    (role,) = mocks.of_type("ram/role:Role")
+    trust = json.loads(role.inputs["assumeRolePolicyDocument"])
+    assert trust["Statement"][0]["Principal"]["Service"] == ["ecs.aliyuncs.com"]
+    (policy,) = mocks.of_type("ram/policy:Policy")
+    (statement,) = json.loads(policy.inputs["policyDocument"])["Statement"]
+    assert statement["Action"] == ["kms:GetSecretValue"]
+    resources = statement["Resource"]
+    assert len(resources) == 2 and not any("*" in r for r in resources)
+    assert {r.rsplit("secret/", 1)[1] for r in resources} == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+    (attachment,) = mocks.of_type("ram/rolePolicyAttachment:RolePolicyAttachment")
+    assert attachment.inputs["roleName"] == role.inputs["roleName"]
+    assert all(i.inputs["roleName"] == role.inputs["roleName"] for i in mocks.of_type(INSTANCE))
+
+
+def test_every_taggable_resource_carries_the_digest(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    plan, mocks, _ = stack
+    for res in mocks.resources:
+        if not res.type.startswith("alicloud:") or res.type in UNTAGGABLE:
+            continue
+        assert res.inputs.get("tags", {}).get(TAG_DIGEST) == plan.digest, f"{res.type} {res.name} lacks the digest"
+
+
+def test_untaggable_types_really_take_no_tags() -> None:
+    import importlib
+    import inspect
+
+    for args_path in UNTAGGABLE.values():
+        module, cls = args_path.split(".")
+        args = getattr(importlib.import_module(f"pulumi_alicloud.{module}"), cls)
+        assert "tags" not in inspect.signature(args.__init__).parameters, f"{args_path} takes tags: tag it"
+
+
+def test_egress_goes_through_nat_with_snat_per_node_vswitch(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+    _, mocks, _ = stack
+    (nat,) = mocks.of_type("vpc/natGateway:NatGateway")
+    assert nat.inputs["natType"] == "Enhanced"
+    (assoc,) = mocks.of_type("ecs/eipAssociation:EipAssociation")
+    assert assoc.inputs["instanceType"] == "Nat" and assoc.inputs["instanceId"] == f"{nat.name}-id"
+    node_switches = {f"{r.name}-id" for r in mocks.of_type("vpc/switch:Switch") if "-nodes-" in r.name}
+    snat_sources = {r.inputs["sourceVswitchId"] for r in mocks.of_type("vpc/snatEntry:SnatEntry")}
+    assert snat_sources == node_switches
+
+
+def test_components_parent_their_resources() -> None:
+    _, _, urns = run_alicloud(make_plan("single", "alicloud"))
+    chains = [urn.split("::")[2].split("$") for urn in urns]
+    cloud = [chain for chain in chains if chain[-1].startswith("alicloud:")]
+    assert len(cloud) > 20, "the stack registered too few resources"
+    for chain in cloud:
+        assert len(chain) >= 2 and chain[-2].startswith("infragen:alicloud:"), f"{chain[-1]} has no component parent"
+
+
+def test_multinode_uses_erdma_a_low_latency_set_one_zone_and_a_fixed_head() -> None:
+    plan = make_plan("multinode", "alicloud")
+    mocks, _, _ = run_alicloud(plan)
+    instances = mocks.of_type(INSTANCE)
+    (placement,) = mocks.of_type("ecs/ecsDeploymentSet:EcsDeploymentSet")
+    assert placement.inputs["strategy"] == "LowLatency"
+    assert {i.inputs["deploymentSetId"] for i in instances} == {f"{placement.name}-id"}
+    assert len({i.inputs["vswitchId"] for i in instances}) == 1, "a replica spans one zone"
+    for inst in instances:
+        # ebmgn8v.48xlarge has two ERIs: the primary ENI plus one on network card 1.
+        assert inst.inputs["networkInterfaceTrafficMode"] == "HighPerformance"
+        assert inst.inputs["networkInterfaces"]["networkInterfaceTrafficMode"] == "HighPerformance"
+        assert inst.inputs["networkInterfaces"]["networkCardIndex"] == 1
+    heads = [i for i in instances if i.inputs["tags"]["infragen:role"] == "head"]
+    workers = [i for i in instances if i.inputs["tags"]["infragen:role"] == "worker"]
+    assert len(heads) == plan.deployment.replicas and len(workers) == plan.deployment.nodes - plan.deployment.replicas
+    head_ip = heads[0].inputs["privateIp"]
+    switch = next(s for s in mocks.of_type("vpc/switch:Switch") if f"{s.name}-id" == heads[0].inputs["vswitchId"])
+    assert ipaddress.ip_address(head_ip) in ipaddress.ip_network(switch.inputs["cidrBlock"])
+    # Every node of the replica is told where the head is; the head itself too.
+    for inst in instances:
+        assert f"head={head_ip}" in decoded_user_data(inst), inst.name
+        assert "privateIp" not in inst.inputs or inst in heads
+
+
+def test_more_eris_are_attached_as_separate_interfaces() -> None:
+    plan = _plan_with(make_plan("multinode", "alicloud"), deployment={"instance_type": "ecs.ebmgn8i.32xlarge"})
+    mocks, _, _ = run_alicloud(plan)
+    enis = mocks.of_type("ecs/ecsNetworkInterface:EcsNetworkInterface")
+    attachments = mocks.of_type("ecs/ecsNetworkInterfaceAttachment:EcsNetworkInterfaceAttachment")
+    # 4 ERIs per node: primary + inline secondary + two attached on network cards 2 and 3.
+    assert len(enis) == 2 * plan.deployment.nodes
+    assert all(e.inputs["networkInterfaceTrafficMode"] == "HighPerformance" for e in enis)
+    assert sorted(a.inputs["networkCardIndex"] for a in attachments) == sorted([2, 3] * plan.deployment.nodes)
+
+
+def test_single_node_replicas_have_no_rdma_and_no_placement() -> None:
+    mocks, _, _ = run_alicloud(make_plan("single", "alicloud"))
+    for inst in mocks.of_type(INSTANCE):
+        assert "networkInterfaceTrafficMode" not in inst.inputs and "networkInterfaces" not in inst.inputs
+        assert "deploymentSetId" not in inst.inputs and "privateIp" not in inst.inputs
+        assert "head=None" in decoded_user_data(inst)
+    assert not mocks.of_type("ecs/ecsDeploymentSet:EcsDeploymentSet")
+    # Two replicas spread over two zones.
+    assert len({i.inputs["vswitchId"] for i in mocks.of_type(INSTANCE)}) == 2
+
+
+def test_spot_plans_launch_spot_instances() -> None:
+    mocks, _, _ = run_alicloud(make_plan("single", "alicloud", spot=True))
+    assert {i.inputs["spotStrategy"] for i in mocks.of_type(INSTANCE)} == {"SpotAsPriceGo"}
+    assert {i.inputs["instanceChargeType"] for i in mocks.of_type(INSTANCE)} == {"PostPaid"}
+    zone_call = next(args for token, args in mocks.calls if token == "alicloud:index/getZones:getZones")
+    assert zone_call["spotStrategy"] == "SpotAsPriceGo"
+
+
+def test_certificate_adds_an_https_listener_and_opens_443() -> None:
+    mocks, exports, _ = run_alicloud(make_plan("single", "alicloud"), certificate="1234-cn-hangzhou")
+    listeners = {r.inputs["listenerPort"]: r for r in mocks.of_type("alb/listener:Listener")}
+    assert set(listeners) == {8000, 443}
+    assert listeners[443].inputs["certificates"]["certificateId"] == "1234-cn-hangzhou"
+    public_ports = {r.inputs["portRange"] for r in mocks.of_type(RULE) if r.inputs.get("cidrIp") == "0.0.0.0/0"}
+    assert public_ports == {"8000/8000", "443/443"}
+    assert exports["endpoint"].startswith("https://") and exports["endpoint"].endswith(":443")
+
+
+def test_allowed_cidrs_restrict_the_listener() -> None:
+    mocks, _, _ = run_alicloud(make_plan("single", "alicloud"), allowed=("203.0.113.0/24", "198.51.100.0/24"))
+    public = {r.inputs["cidrIp"] for r in mocks.of_type(RULE) if r.inputs["securityGroupId"].endswith("-lb-sg-id")}
+    assert public == {"203.0.113.0/24", "198.51.100.0/24"}
+    assert all(r.inputs.get("cidrIp") != "0.0.0.0/0" for r in mocks.of_type(RULE))
+
+
+def test_nlb_plans_get_a_tcp_nlb_with_an_http_health_check() -> None:
+    plan = _plan_with(make_plan("packed", "alicloud"), network={"load_balancer": "nlb"})
+    mocks, exports, _ = run_alicloud(plan)
+    assert not mocks.of_type("alb/loadBalancer:LoadBalancer")
+    (nlb,) = mocks.of_type("nlb/loadBalancer:LoadBalancer")
+    assert nlb.inputs["securityGroupIds"] and len(nlb.inputs["zoneMappings"]) == 2
+    (listener,) = mocks.of_type("nlb/listener:Listener")
+    assert listener.inputs["listenerPort"] == plan.engine.port and listener.inputs["listenerProtocol"] == "TCP"
+    (group,) = mocks.of_type("nlb/serverGroup:ServerGroup")
+    assert group.inputs["healthCheck"]["healthCheckUrl"] == plan.engine.health_path
+    attachments = mocks.of_type("nlb/serverGroupServerAttachment:ServerGroupServerAttachment")
+    ports = sorted(a.inputs["port"] for a in attachments)
+    assert ports == [8000, 8001, 8002, 8003]
+    assert any(token == "alicloud:nlb/getZones:getZones" for token, _ in mocks.calls)
+    assert exports["endpoint"].endswith(f":{plan.engine.port}")
+
+
+def test_a_region_with_one_lb_zone_fails_with_a_message() -> None:
+    with pytest.raises(Exception, match="two zones"):
+        run_alicloud(make_plan("single", "alicloud"), zones=["cn-hangzhou-h"])
+
+
+def test_an_essd_too_small_for_its_level_is_refused() -> None:
+    plan = _plan_with(make_plan("single", "alicloud"), storage={"performance_level": "PL2"})
+    with pytest.raises(InputError, match="PL2"):
+        run_alicloud(plan)
+
+
+def test_an_aws_plan_is_refused() -> None:
+    with pytest.raises(InputError, match="not alicloud"):
+        run_alicloud(make_plan("single", "aws"))
