@@ -64,7 +64,9 @@ class InterconnectConstants(_Frozen):
     allreduce_latency_us_pcie: float = Field(ge=0)
     """Fixed latency of one all-reduce over PCIe, microseconds."""
     link_efficiency: float = Field(gt=0, le=1)
-    """Achieved fraction of the per-direction link bandwidth."""
+    """Achieved fraction of the per-direction NVLink bandwidth in all-reduce."""
+    pcie_link_efficiency: float = Field(gt=0, le=1)
+    """Achieved fraction of the per-direction PCIe bandwidth in all-reduce (host bridges, no P2P on many boards)."""
     pcie_gb_per_s_default: float = Field(gt=0)
     """Per-direction PCIe Gen4 x16 bandwidth used when a PCIe GPU lists none, GB/s."""
     cross_node_latency_us: float = Field(ge=0)
@@ -122,9 +124,19 @@ class PerformanceConstants(_Frozen):
     """Bands per regime."""
 
 
-@lru_cache(maxsize=4)
+#: Constants used instead of the file while a fit is running (benchmarks/accuracy.py --fit); empty otherwise.
+OVERRIDE: list[PerformanceConstants] = []
+
+
 def load_constants(path: Path = PERFORMANCE_FILE) -> PerformanceConstants:
-    """Read and validate performance.yaml once."""
+    """The model's constants: performance.yaml, read and validated once (or the fit's override)."""
+    if OVERRIDE:
+        return OVERRIDE[-1]
+    return _load(path)
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path) -> PerformanceConstants:
     try:
         raw = yaml.safe_load(path.read_text())
         return PerformanceConstants.model_validate(raw)

@@ -66,6 +66,8 @@ class ParamGroups:
     """Layers with a dense MLP."""
     moe_layers: int
     """Layers with routed experts."""
+    final_norm: int = 0
+    """The norm before lm_head."""
 
     @property
     def num_layers(self) -> int:
@@ -86,6 +88,7 @@ class ParamGroups:
             + self.linear_total()
             + self.moe_layers * self.router_per_layer
             + self.num_layers * self.norms_per_layer
+            + self.final_norm
         )
 
     def active(self) -> int:
@@ -166,6 +169,7 @@ def param_groups(model: ModelArchitecture) -> ParamGroups:
         norms_per_layer=norms,
         dense_layers=dense_layers,
         moe_layers=moe_layers,
+        final_norm=h,
     )
 
 

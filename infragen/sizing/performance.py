@@ -134,10 +134,11 @@ def gpu_setup(
     peak, _ = compute_peak_tflops(acc, precision)
     ic = c.interconnect
     if acc.interconnect == "nvlink" and acc.interconnect_gb_per_s:
-        link = acc.interconnect_gb_per_s / 2 * GIGA
+        link = acc.interconnect_gb_per_s / 2 * GIGA * ic.link_efficiency
         latency = ic.allreduce_latency_us_nvlink * 1e-6
     else:
         link = (acc.interconnect_gb_per_s / 2 if acc.interconnect_gb_per_s else ic.pcie_gb_per_s_default) * GIGA
+        link *= ic.pcie_link_efficiency
         latency = ic.allreduce_latency_us_pcie * 1e-6
     return GpuSetup(
         engine=engine,
@@ -155,7 +156,7 @@ def gpu_setup(
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
         peak_flops=peak * TERA,
         bandwidth_bytes_per_s=acc.memory_bandwidth_gb_per_s * GIGA,
-        link_bytes_per_s=link * ic.link_efficiency,
+        link_bytes_per_s=link,
         allreduce_latency_s=latency,
         cross_node_hop_s=ic.cross_node_latency_us * 1e-6,
         activation_bytes=2.0,
@@ -196,7 +197,9 @@ def stage_step_s(
         + s.attn_flops_per_token_ctx * (decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens)
     ) / gpus
     t_compute = flops / (s.peak_flops * e.prefill_compute_fraction)
-    kv_read = s.kv_bytes_per_token_gpu * (decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens)
+    # Decode reads every cached token; prefill writes its own tokens' KV once (flash attention keeps the
+    # prompt's K/V tiles on chip, so the quadratic part is compute, not HBM traffic).
+    kv_read = s.kv_bytes_per_token_gpu * (decode_seqs * decode_ctx_tokens + prefill_tokens)
     weights_read = s.weight_bytes_dense_gpu + s.expert_bytes_gpu * expert_read_fraction(
         s.num_experts, s.experts_per_token, tokens
     )

@@ -1,0 +1,180 @@
+"""`infragen estimate`: memory, latency and throughput of one model on one machine (what-if questions).
+
+Parses options, resolves names through the catalog and model registry, prints the result. No modelling here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from infragen.errors import InputError
+from infragen.sizing.types import Estimate, Hardware
+
+
+def estimate_document(est: Estimate, hardware: Hardware, model_id: str) -> dict[str, Any]:
+    """The JSON document of an estimate (keys promised in docs/performance-model.md)."""
+    return {
+        "fits": est.fits,
+        "reason": est.reason,
+        "model": model_id,
+        "hardware": {
+            "name": hardware.name,
+            "gpu": hardware.accelerator.id if hardware.accelerator else None,
+            "gpu_count": hardware.gpu_count,
+            "gpu_memory_gib": hardware.memory_per_gpu_gib if hardware.accelerator else None,
+            "cpu": hardware.cpu.id if hardware.cpu else None,
+        },
+        "engine": est.engine,
+        "precision": est.precision,
+        "kv_cache_dtype": est.kv_cache_dtype,
+        "parallelism": {"tp": est.tp, "pp": est.pp, "nodes": est.nodes},
+        "concurrency": est.concurrency,
+        "memory": {
+            "weights_gib_per_gpu": round(est.weights_gib_per_gpu, 3),
+            "kv_cache_bytes_per_token": est.kv_cache_bytes_per_token,
+            "kv_cache_gib_per_gpu": round(est.kv_cache_gib_per_gpu, 3),
+            "kv_cache_capacity_tokens": est.kv_cache_capacity_tokens,
+            "overhead_gib_per_gpu": round(est.overhead_gib_per_gpu, 3),
+            "max_concurrency": est.max_concurrency,
+            "max_model_len": est.max_model_len,
+        },
+        "latency": {"ttft_ms": round(est.ttft_ms, 2), "tpot_ms": round(est.tpot_ms, 3), "e2e_ms": round(est.e2e_ms, 1)},
+        "throughput": {
+            "output_tokens_per_s": round(est.output_tokens_per_s, 1),
+            "requests_per_s": round(est.requests_per_s, 3),
+        },
+        "uncertainty": {"relative": est.relative_uncertainty},
+        "regime": est.regime,
+        "notes": list(est.notes),
+    }
+
+
+def render_table(doc: dict[str, Any]) -> str:
+    """Human-readable summary of an estimate document."""
+    hw = doc["hardware"]
+    par = doc["parallelism"]
+    lines = [
+        f"model {doc['model']} ({doc['precision']}, kv {doc['kv_cache_dtype']}) on {hw['name']} with {doc['engine']}"
+        f", tp={par['tp']} pp={par['pp']} nodes={par['nodes']}",
+    ]
+    if not doc["fits"]:
+        lines.append(f"does not fit: {doc['reason']}")
+        return "\n".join(lines)
+    mem, lat, thr = doc["memory"], doc["latency"], doc["throughput"]
+    band = doc["uncertainty"]["relative"]
+    lines += [
+        f"  weights per GPU        {mem['weights_gib_per_gpu']:.2f} GiB",
+        f"  overhead per GPU       {mem['overhead_gib_per_gpu']:.2f} GiB",
+        f"  KV cache per GPU       {mem['kv_cache_gib_per_gpu']:.2f} GiB"
+        f" ({mem['kv_cache_capacity_tokens']} tokens, {mem['kv_cache_bytes_per_token']} bytes/token)",
+        f"  max_model_len          {mem['max_model_len']}",
+        f"  max concurrency        {mem['max_concurrency']}",
+        f"  concurrency modelled   {doc['concurrency']}",
+        f"  TTFT                   {lat['ttft_ms']:.1f} ms",
+        f"  TPOT                   {lat['tpot_ms']:.2f} ms",
+        f"  end-to-end             {lat['e2e_ms']:.0f} ms",
+        f"  output tokens/s        {thr['output_tokens_per_s']:.0f} (all GPUs)",
+        f"  requests/s             {thr['requests_per_s']:.2f}",
+        f"  uncertainty            +/-{band:.0%} ({doc['regime']})",
+    ]
+    lines += [f"  note: {n}" for n in doc["notes"]]
+    return "\n".join(lines)
+
+
+def _concurrency(value: str) -> int | None:
+    if value == "max":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise InputError(f"--concurrency must be a whole number or 'max' (got {value!r})") from None
+    if number < 1:
+        raise InputError(f"--concurrency must be at least 1 (got {number})")
+    return number
+
+
+@click.command(
+    epilog="`fits: false` is an answer, not an error: the command exits 0 and says why. "
+    "Bad options exit 2."
+)
+@click.option("--model", "model_name", required=True, help="Registry name or path to a Hugging Face config.json.")
+@click.option("--precision", required=True, help="bf16, fp16, fp8, int8, int4-awq, int4-gptq, or GGUF q4_k_m, q4_0...")
+@click.option("--kv-cache-dtype", default="auto", show_default=True, help="auto or fp8 (vLLM).")
+@click.option("--gpu", help="GPU name from the catalog (with --gpus).")
+@click.option("--gpus", type=int, help="How many GPUs of --gpu in the node.")
+@click.option("--instance", help="Catalog instance type (p5.48xlarge, ecs.gn7i-c8g1.2xlarge...).")
+@click.option("--hardware", "hardware_file", type=click.Path(path_type=Path), help="On-prem machine YAML.")
+@click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default: all GPUs / pp).")
+@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel degree.")
+@click.option("--nodes", type=int, default=1, show_default=True, help="Nodes the replica spans (pp across nodes).")
+@click.option("--engine", type=click.Choice(["vllm", "llama.cpp"]), default=None,
+              help="Serving engine (default: vllm with GPUs, llama.cpp without).")
+@click.option("--input-len", type=int, required=True, help="Prompt tokens per request.")
+@click.option("--output-len", type=int, required=True, help="Generated tokens per request.")
+@click.option("--concurrency", "concurrency_text", required=True, help="Concurrent requests, or 'max'.")
+@click.option("--max-model-len", type=int, default=None, help="vLLM --max-model-len to check (default: largest).")
+@click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def estimate(
+    model_name: str,
+    precision: str,
+    kv_cache_dtype: str,
+    gpu: str | None,
+    gpus: int | None,
+    instance: str | None,
+    hardware_file: Path | None,
+    tp: int | None,
+    pp: int,
+    nodes: int,
+    engine: str | None,
+    input_len: int,
+    output_len: int,
+    concurrency_text: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float,
+    fmt: str,
+) -> None:
+    """Predict what vLLM or llama.cpp does with one model on one machine under one load."""
+    from infragen.catalog import load_catalog
+    from infragen.catalog.models import resolve_model
+    from infragen.sizing.estimate import estimate as run_estimate
+    from infragen.sizing.hardware import hardware_from_gpu, hardware_from_instance, load_hardware_file
+
+    chosen = [name for name, value in (("--gpu", gpu), ("--instance", instance), ("--hardware", hardware_file))
+              if value is not None]
+    if len(chosen) != 1:
+        raise InputError("give exactly one of --gpu NAME --gpus N, --instance TYPE or --hardware FILE.yaml"
+                         + (f" (got {', '.join(chosen)})" if chosen else ""))
+    if gpus is not None and gpu is None:
+        raise InputError("--gpus goes with --gpu")
+    concurrency = _concurrency(concurrency_text)
+    catalog = load_catalog()
+    model = resolve_model(model_name, base_dir=Path.cwd(), where="--model")
+    if gpu is not None:
+        hardware = hardware_from_gpu(catalog.accelerator(gpu), gpus if gpus is not None else 1)
+    elif instance is not None:
+        hardware = hardware_from_instance(catalog.instance(instance), catalog)
+    else:
+        assert hardware_file is not None
+        hardware = load_hardware_file(hardware_file, catalog)
+    if engine is None:
+        engine = "vllm" if hardware.accelerator is not None else "llama.cpp"
+    if tp is None:
+        tp = max(1, hardware.gpu_count * nodes // pp) if engine == "vllm" else 1
+    result = run_estimate(
+        model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,
+        nodes=nodes, input_len=input_len, output_len=output_len, concurrency=concurrency,
+        max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+    )
+    doc = estimate_document(result, hardware, model.id)
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        click.echo(render_table(doc))
+
+
+__all__ = ["estimate", "estimate_document", "render_table"]
