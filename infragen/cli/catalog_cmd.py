@@ -17,6 +17,8 @@ from infragen.errors import InputError, UnknownNameError
 
 CLOUD_CHOICE = click.Choice(["aws", "alicloud"])
 FORMAT_CHOICE = click.Choice(["table", "json"])
+#: top-level modules whose exceptions are cloud API / credential failures (shown as Error:, exit 2)
+SDK_ERROR_MODULES = {"botocore", "boto3", "Tea", "darabonba", "alibabacloud_tea_openapi"}
 
 
 def catalog_rows(
@@ -150,7 +152,9 @@ def gpus(fmt: str) -> None:
               help="Region to price (repeatable). Default: the regions already priced in the data file.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Directory to write the data file to, for review (default: the packaged data file).")
-def refresh(cloud: str, regions: tuple[str, ...], out: Path | None) -> None:
+@click.option("--no-pricing-api", is_flag=True,
+              help="AWS: keep on-demand prices as they are (for emulators such as moto that lack GetProducts).")
+def refresh(cloud: str, regions: tuple[str, ...], out: Path | None, no_pricing_api: bool) -> None:
     """Rewrite the cloud's data file from its live APIs (needs credentials and the `refresh` extra)."""
     from infragen.catalog.refresh import run_refresh
 
@@ -162,9 +166,20 @@ def refresh(cloud: str, regions: tuple[str, ...], out: Path | None) -> None:
             bar.update(done - bar.pos)
 
         try:
-            path, summary = run_refresh(cloud, list(regions), out, progress=progress)
+            clients = None
+            if cloud == "aws" and no_pricing_api:
+                from infragen.catalog.refresh.aws import default_clients
+
+                clients = (default_clients(regions[0] if regions else "us-east-1")[0], None)
+            path, summary = run_refresh(cloud, list(regions), out, progress=progress, clients=clients)
         except ImportError as exc:
             raise InputError(f"catalog refresh needs the cloud SDK: {exc}",
                              fix="pip install 'infragen[refresh]'") from None
+        except Exception as exc:
+            # credential and API failures of the SDKs are the user's to fix; anything else is a bug
+            if type(exc).__module__.split(".")[0] in SDK_ERROR_MODULES:
+                raise InputError(f"catalog refresh: {cloud} API call failed: {exc}",
+                                 fix="check credentials and region, or use --out to a scratch directory") from None
+            raise
     click.echo(f"wrote {path}: {summary}")
     click.echo("Review the diff before committing (git diff -- infragen/catalog/data).")
