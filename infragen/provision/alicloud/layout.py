@@ -116,9 +116,10 @@ def plan_nodes(plan: Plan, node_cidrs: tuple[str, ...]) -> list[NodeLayout]:
         for index in range(dep.nodes):
             nodes.append(NodeLayout(index=index, name=f"node-{index}", role="replica", replica=index,
                                     zone_slot=index % slots, private_ip=None, serving_ports=ports))
-    if len(nodes) != dep.nodes:
+    expected = -(-dep.replicas * dep.nodes_per_replica // dep.replicas_per_node)
+    if len(nodes) != dep.nodes or dep.nodes != expected:
         raise InputError(f"plan {plan.workload}: deployment.nodes is {dep.nodes} but replicas x nodes_per_replica / "
-                         f"replicas_per_node gives {len(nodes)} nodes",
+                         f"replicas_per_node gives {expected} nodes",
                          fix="regenerate the plan with `infragen plan`")
     return nodes
 
