@@ -73,7 +73,22 @@ class ModelArchitecture(BaseModel):
     v_head_dim: int | None = Field(default=None, ge=1)
     """MLA value head width."""
     num_nextn_predict_layers: int = Field(default=0, ge=0)
-    """Extra multi-token-prediction layers shipped in the checkpoint (DeepSeek-V3: 1); not served by default."""
+    """Extra multi-token-prediction layers shipped in the checkpoint (DeepSeek-V3: 1); not served by default
+    and not counted by `total_params()` (DeepSeek's published 671B excludes them; see `mtp_params()`)."""
+    # Small per-layer details that make the parameter count exact
+    qk_norm: bool = False
+    """Per-head RMSNorm on queries and keys (Qwen3: `q_norm`/`k_norm`, head_dim weights each)."""
+    sandwich_norm: bool = False
+    """Extra norms after attention and after the MLP (Gemma-2: four norms per layer instead of two)."""
+    router_score_bias: bool = False
+    """The MoE router carries a per-expert score-correction bias (DeepSeek-V3 `e_score_correction_bias`)."""
+    # Context extension
+    original_max_position_embeddings: PositiveInt | None = None
+    """Native context of the checkpoint when `max_position_embeddings` is reached only with YaRN rope scaling
+    (Qwen2/2.5 model cards: 32768 native, 131072 with YaRN factor 4); None = no scaling needed."""
+    yarn_factor: float | None = Field(default=None, gt=1)
+    """YaRN rope-scaling factor the engine must enable to serve beyond `original_max_position_embeddings`
+    (vLLM `--hf-overrides` rope_scaling); None = the checkpoint's config already covers its context."""
     # Provenance and sources
     hf_repo: str | None = None
     """Hugging Face repository of the reference (unquantized) checkpoint."""
@@ -81,5 +96,151 @@ class ModelArchitecture(BaseModel):
     """Total parameters in billions as published by the model's authors."""
     published_active_params_b: float | None = Field(default=None, gt=0)
     """Active parameters per token in billions as published (MoE models)."""
+    published_params_source: str | None = None
+    """The publication `published_params_b` (and the active count) was read from."""
+    published_active_includes_embedding: bool = True
+    """Whether the published active count includes the input embedding (Mistral and Qwen count it;
+    DeepSeek's 36.6B activated excludes it but includes the output head)."""
     source: str | None = None
     """Where the architecture figures were read."""
+
+    aliases: tuple[str, ...] = ()
+    """Other names that resolve to this entry (HF repo ids, spellings); matched case-insensitively."""
+    notes: str = ""
+    """Caveats for reviewers (which checkpoint, how the published count was rounded...)."""
+
+    # ------------------------------------------------------------------ derived shape
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads (equal to the query heads for MHA)."""
+        return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def head_dim_resolved(self) -> int:
+        """Per-head width: `head_dim`, else hidden_size / num_attention_heads."""
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the MLP of (most) layers is a mixture of experts."""
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        """True for multi-head latent attention (DeepSeek-V2/V3)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def attention_kind(self) -> AttentionKind:
+        """mla, mha (kv heads = query heads), mqa (one kv head) or gqa."""
+        if self.is_mla:
+            return "mla"
+        if self.kv_heads == self.num_attention_heads:
+            return "mha"
+        return "mqa" if self.kv_heads == 1 else "gqa"
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return self.num_layers - self.first_dense_layers if self.is_moe else 0
+
+    @property
+    def dense_layers(self) -> int:
+        """Layers with a dense MLP."""
+        return self.num_layers - self.moe_layers
+
+    # ------------------------------------------------------------------ parameter counts
+    def embedding_params(self) -> int:
+        """Input embedding matrix (vocab x hidden)."""
+        return self.vocab_size * self.hidden_size
+
+    def lm_head_params(self) -> int:
+        """Output projection; 0 when tied to the embedding (stored once)."""
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    def attention_params_per_layer(self) -> int:
+        """Attention projections, biases and attention-internal norms of one layer."""
+        h, nh = self.hidden_size, self.num_attention_heads
+        if self.is_mla:
+            rank = self.kv_lora_rank or 0
+            rope = self.qk_rope_head_dim or 0
+            nope = self.qk_nope_head_dim or self.head_dim_resolved
+            v_dim = self.v_head_dim or self.head_dim_resolved
+            q_out = nh * (nope + rope)
+            # q_a_proj + q_a_layernorm + q_b_proj, or one full-rank q_proj
+            q = h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * q_out if self.q_lora_rank else h * q_out
+            kv = h * (rank + rope) + rank + rank * nh * (nope + v_dim)  # kv_a_proj_with_mqa, kv_a_layernorm, kv_b
+            return q + kv + nh * v_dim * h  # + o_proj
+        hd, nkv = self.head_dim_resolved, self.kv_heads
+        params = 2 * h * nh * hd + 2 * h * nkv * hd  # q, o and k, v
+        if self.attention_bias:
+            params += nh * hd + 2 * nkv * hd  # q/k/v biases (o_proj has none)
+        if self.qk_norm:
+            params += 2 * hd
+        return params
+
+    def norm_params_per_layer(self) -> int:
+        """Layer norms around attention and MLP (RMSNorm: one weight vector each)."""
+        return (4 if self.sandwich_norm else 2) * self.hidden_size
+
+    def mlp_params(self, inner_size: int) -> int:
+        """One MLP (or one expert) of the given inner width."""
+        return (3 if self.mlp_gated else 2) * self.hidden_size * inner_size
+
+    def expert_params(self) -> int:
+        """One routed expert."""
+        return self.mlp_params(self.moe_intermediate_size or self.intermediate_size)
+
+    def router_params_per_layer(self) -> int:
+        """Router (gate) of one MoE layer, with its score-correction bias if any."""
+        return self.hidden_size * self.num_experts + (self.num_experts if self.router_score_bias else 0)
+
+    def _layers_params(self, *, routed_experts: int) -> int:
+        common = self.num_layers * (self.attention_params_per_layer() + self.norm_params_per_layer())
+        dense = self.dense_layers * self.mlp_params(self.intermediate_size)
+        moe = self.moe_layers * (
+            (routed_experts + self.num_shared_experts) * self.expert_params() + self.router_params_per_layer()
+        )
+        return common + dense + moe
+
+    def total_params(self) -> int:
+        """Every weight of the served model: embeddings, lm_head (once if tied), layers, final norm.
+
+        Multi-token-prediction layers are excluded (see `mtp_params()`).
+        """
+        return (
+            self.embedding_params()
+            + self.lm_head_params()
+            + self._layers_params(routed_experts=self.num_experts)
+            + self.hidden_size
+        )
+
+    def active_params(self, *, include_embedding: bool = True) -> int:
+        """Weights one token touches: dense parts, shared experts and its top-k routed experts.
+
+        Equals `total_params()` for a dense model. `include_embedding=False` drops the input embedding
+        (a lookup, not a matmul), the convention of DeepSeek's published activated count; a tied
+        lm_head is then still counted, since the output projection is a matmul.
+        """
+        routed = self.num_experts_per_token if self.is_moe else 0
+        head = self.lm_head_params() if not self.tie_word_embeddings else self.embedding_params()
+        embed = self.embedding_params() if include_embedding and not self.tie_word_embeddings else 0
+        return embed + head + self._layers_params(routed_experts=routed) + self.hidden_size
+
+    def mtp_params(self) -> int:
+        """Unique weights of the multi-token-prediction modules in the checkpoint (DeepSeek-V3).
+
+        Each module is one more decoder layer (MoE, like the last layer) plus enorm, hnorm, the
+        2h -> h `eh_proj` and the shared head's norm; its embedding and output head share the main
+        model's. DeepSeek states 11.5B unique parameters for V3's one module.
+        """
+        if self.num_nextn_predict_layers == 0:
+            return 0
+        h = self.hidden_size
+        layer = self.attention_params_per_layer() + self.norm_params_per_layer()
+        if self.is_moe:
+            layer += (self.num_experts + self.num_shared_experts) * self.expert_params()
+            layer += self.router_params_per_layer()
+        else:
+            layer += self.mlp_params(self.intermediate_size)
+        return self.num_nextn_predict_layers * (layer + 2 * h + 2 * h * h + h)
