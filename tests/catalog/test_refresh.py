@@ -113,6 +113,9 @@ def test_cli_refresh_against_moto_writes_a_loadable_file(aws_env: None, tmp_path
     assert p5["prices"][0]["spot_usd_per_hour"] == pytest.approx(0.00001)
     notes = (tmp_path / "aws.refresh-notes.txt").read_text()
     assert "p3.2xlarge: not offered in us-east-1" in notes
+    # fixed-rate multi-card types keep the instance total, not the sum of their cards
+    g6e = next(r for r in data["instances"] if r["id"] == "g6e.48xlarge")
+    assert g6e["network_gbps"] == 400 and g6e["network_cards"] == 4
     # the written file passes the loader's checks together with the packaged files
     for name in ("accelerators.yaml", "cpus.yaml", "alicloud.yaml"):
         (tmp_path / name).write_text((packaged_data_dir() / name).read_text())

@@ -97,10 +97,15 @@ def spec_from_describe(rec: Mapping[str, Any]) -> dict[str, Any]:
     out["local_nvme_gib"] = round(gb_to_gib(float(storage.get("TotalSizeInGB", 0))), 2)
     net = rec.get("NetworkInfo", {})
     cards = net.get("NetworkCards") or []
-    baseline = sum(float(c.get("BaselineBandwidthInGbps", 0)) for c in cards)
-    out["network_gbps"] = baseline or None
     perf = str(net.get("NetworkPerformance", ""))
-    out["network_burst_gbps"] = float(perf.split()[2]) if perf.lower().startswith("up to ") else None
+    words = perf.split()
+    if len(words) == 2 and words[1] == "Gigabit" and words[0].replace(".", "", 1).isdigit():
+        # fixed-rate types: the instance-level figure is the total (g6e.48xlarge "400 Gigabit" over 4 cards
+        # of 400 each; summing the cards would claim 1600)
+        out["network_gbps"] = float(words[0])
+    else:  # "Up to N Gigabit": the baseline is what the card guarantees
+        out["network_gbps"] = sum(float(c.get("BaselineBandwidthInGbps", 0)) for c in cards) or None
+    out["network_burst_gbps"] = float(words[2]) if perf.lower().startswith("up to ") else None
     out["network_cards"] = int(net.get("MaximumNetworkCards", 1) or 1)
     efa = int((net.get("EfaInfo") or {}).get("MaximumEfaInterfaces", 0)) if net.get("EfaSupported") else 0
     out["efa_interfaces"] = efa
