@@ -1,0 +1,102 @@
+"""AWS provisioning: turn a Plan into a VPC, secrets, a load balancer and the serving nodes.
+
+`build_aws` is the only entry point (called by infragen.provision.build_stack); it makes no sizing decision
+and puts no secret value anywhere but the Secrets Manager versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from infragen.plan import Plan
+from infragen.provision.aws.compute import Compute, ComputeArgs, UserDataRenderer
+from infragen.provision.aws.layout import (
+    USER_DATA_MAX_BYTES,
+    Role,
+    is_multinode,
+    subnet_cidrs,
+    target_ports,
+    weights_bucket,
+)
+from infragen.provision.aws.load_balancer import LoadBalancer, LoadBalancerArgs, listener_ports
+from infragen.provision.aws.network import Network, NetworkArgs
+from infragen.provision.aws.secrets import Secrets, SecretsArgs
+from infragen.provision.common import check_secret_free, check_user_data, name_stem, plan_tags
+from infragen.provision.settings import StackSettings
+
+__all__ = ["Compute", "LoadBalancer", "Network", "Secrets", "build_aws"]
+
+
+def build_aws(plan: Plan, settings: StackSettings, *,
+              render_user_data: UserDataRenderer | None = None) -> dict[str, Any]:
+    """Create the deployment in `plan.deployment.region`; returns the exports (`endpoint` and ids).
+
+    `render_user_data(role, head_address)` renders one node's cloud-init; by default the real renderer
+    (infragen.render.render_user_data) is used. Tests pass their own.
+    """
+    if plan.deployment.cloud != "aws":
+        raise ValueError(f"build_aws got a plan for {plan.deployment.cloud!r}")
+    renderer = render_user_data or _default_renderer(plan)
+    stem = name_stem(plan)
+    tags = plan_tags(plan)
+    provider = aws.Provider(f"{stem}-aws", region=plan.deployment.region,
+                            default_tags=aws.ProviderDefaultTagsArgs(tags=tags))
+    opts = pulumi.ResourceOptions(provider=provider)
+    checked = _checked_renderer(renderer, [settings.hf_token, settings.api_key])
+
+    ports = tuple(target_ports(plan))
+    kind = plan.network.load_balancer
+    network = Network(stem, NetworkArgs(
+        vpc_cidr=settings.vpc_cidr, listener_ports=listener_ports(kind, settings.certificate_arn),
+        target_ports=ports, allowed_cidrs=settings.allowed_cidrs, efa=is_multinode(plan) and plan.network.rdma == "efa",
+        tags=tags), opts)
+    secrets = Secrets(stem, SecretsArgs(
+        hf_token_name=plan.secrets.hf_token_name, api_key_name=plan.secrets.api_key_name,
+        hf_token=settings.hf_token, api_key=settings.api_key, weights_bucket=weights_bucket(plan), tags=tags), opts)
+    lb = LoadBalancer(stem, LoadBalancerArgs(
+        kind=kind, vpc_id=network.vpc.id, public_subnet_ids=[s.id for s in network.public_subnets],
+        security_group_id=network.lb_sg.id, target_ports=ports, health_path=plan.engine.health_path,
+        idle_timeout_s=plan.network.idle_timeout_s, certificate_arn=settings.certificate_arn, tags=tags), opts)
+    compute = Compute(stem, ComputeArgs(
+        plan=plan, subnets=subnet_cidrs(settings.vpc_cidr), private_subnet_ids=[s.id for s in network.private_subnets],
+        node_security_group_id=network.node_sg.id,
+        efa_security_group_id=network.efa_sg.id if network.efa_sg is not None else None,
+        instance_profile_arn=secrets.instance_profile.arn, target_group_arns=[t.arn for t in lb.target_groups],
+        target_ports=ports, render_user_data=checked, tags=tags),
+        pulumi.ResourceOptions(provider=provider, depends_on=[secrets]))
+    return {
+        "endpoint": lb.endpoint,
+        "vpc_id": network.vpc.id,
+        "load_balancer_dns": lb.lb.dns_name,
+        "hf_token_secret": plan.secrets.hf_token_name,
+        "api_key_secret": plan.secrets.api_key_name,
+        "image_id": compute.image_id,
+        "head_private_ips": [i.private_ip for i in compute.head_instances],
+    }
+
+
+def _default_renderer(plan: Plan) -> UserDataRenderer:
+    from infragen.render import render_user_data
+
+    def render(role: Role, head_address: str | None) -> str:
+        return render_user_data(plan, role, head_address=head_address)
+
+    return render
+
+
+def _checked_renderer(renderer: UserDataRenderer, secrets: list[pulumi.Output[str]]) -> UserDataRenderer:
+    """Wrap the renderer: the text must be valid user-data with no credential-looking string, and (checked
+    once the secret values are known) must not contain either secret value."""
+
+    def render(role: Role, head_address: str | None) -> str:
+        text = check_user_data(renderer(role, head_address), max_bytes=4 * USER_DATA_MAX_BYTES,
+                               what=f"{role} user-data")
+        # The check runs inside apply so the values never leave their Outputs; a leak fails the update.
+        pulumi.Output.all(*secrets).apply(lambda values: check_secret_free(text, values, what=f"{role} user-data")
+                                          and None)
+        return text
+
+    return render

@@ -1,0 +1,184 @@
+"""Pure layout of an AWS deployment: subnet CIDRs, node roles and head IPs, EFA interface layout,
+load balancer ports, machine-image parameters and user-data encoding.
+
+No Pulumi and no cloud calls; every count comes from the plan (no sizing decision is made here).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import ipaddress
+from dataclasses import dataclass
+from typing import Literal
+
+from infragen.errors import InputError
+from infragen.plan import Plan
+from infragen.provision.common import engine_ports
+
+Role = Literal["replica", "head", "worker"]
+
+#: Availability zones the VPC spans (an ALB needs subnets in at least two AZs).
+AZ_COUNT = 2
+#: Public SSM parameters (owned by AWS) naming the latest Deep Learning Base OSS Nvidia Driver GPU AMI
+#: (Ubuntu 22.04), per CPU architecture; seen in the DLAMI guide "find-dlami-id" and in public IaC repos.
+DLAMI_SSM_PARAMETER: dict[str, str] = {
+    "x86_64": "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
+    "arm64": "/aws/service/deeplearning/ami/arm64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
+}
+#: Canonical's public SSM parameters for Ubuntu 22.04 LTS server images (CPU nodes).
+UBUNTU_SSM_PARAMETER: dict[str, str] = {
+    "x86_64": "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
+    "arm64": "/aws/service/canonical/ubuntu/server/22.04/stable/current/arm64/hvm/ebs-gp2/ami-id",
+}
+#: Root device of Ubuntu-based AMIs (both the DLAMI and Canonical's images).
+ROOT_DEVICE_NAME = "/dev/sda1"
+#: Device name of the model data volume (appears as an NVMe device on Nitro instances).
+DATA_DEVICE_NAME = "/dev/sdf"
+#: EC2 user data is limited to 16 KB in raw form, before base64 encoding (EC2 user guide, "user data").
+USER_DATA_MAX_BYTES = 16 * 1024
+#: An ALB forward action takes at most 5 target groups (ELB quotas: "Target Groups per Action", not adjustable).
+ALB_MAX_TARGET_GROUPS_PER_ACTION = 5
+#: First host offset used for fixed head IPs inside a subnet (AWS reserves the first four addresses).
+HEAD_IP_OFFSET = 10
+
+
+@dataclass(frozen=True)
+class Subnets:
+    """CIDRs of the VPC's subnets, one private and one public per AZ."""
+
+    private: tuple[str, ...]
+    """Node subnets (no route from the internet), one per AZ."""
+    public: tuple[str, ...]
+    """Load-balancer subnets (route to the internet gateway), one per AZ."""
+
+
+@dataclass(frozen=True)
+class NetworkInterfaceSlot:
+    """One network interface of a multi-node (EFA) launch template."""
+
+    network_card_index: int
+    """Physical network card it sits on."""
+    device_index: int
+    """Device index on that card."""
+    interface_type: Literal["efa", "efa-only", "interface"]
+    """`efa` (EFA with ENA: carries IP traffic), `efa-only` (RDMA only) or a plain ENA `interface`."""
+
+
+@dataclass(frozen=True)
+class ReplicaGroup:
+    """The nodes of one multi-node replica: one head (fixed IP, LB target) and its workers."""
+
+    index: int
+    """Replica number, 0-based."""
+    az_index: int
+    """AZ (and private subnet) all its nodes live in; one cluster placement group is one AZ."""
+    head_ip: str
+    """Fixed private IP of the head node (workers join it)."""
+    workers: int
+    """Worker nodes (nodes_per_replica - 1)."""
+
+
+def subnet_cidrs(vpc_cidr: str, az_count: int = AZ_COUNT) -> Subnets:
+    """Carve the VPC into 16 equal blocks: private subnets first, public ones from the ninth block."""
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    blocks = list(vpc.subnets(prefixlen_diff=4))
+    if az_count > 8:
+        raise InputError(f"at most 8 availability zones fit this subnet layout, not {az_count}")
+    return Subnets(
+        private=tuple(str(b) for b in blocks[:az_count]),
+        public=tuple(str(b) for b in blocks[8 : 8 + az_count]),
+    )
+
+
+def is_multinode(plan: Plan) -> bool:
+    """True when one replica spans several nodes (head + workers)."""
+    return plan.deployment.nodes_per_replica > 1
+
+
+def replica_groups(plan: Plan, subnets: Subnets) -> list[ReplicaGroup]:
+    """One group per multi-node replica, spread round-robin over the AZs; empty for single-node replicas."""
+    if not is_multinode(plan):
+        return []
+    groups = []
+    for index in range(plan.deployment.replicas):
+        az_index = index % len(subnets.private)
+        net = ipaddress.IPv4Network(subnets.private[az_index])
+        head_ip = str(net.network_address + HEAD_IP_OFFSET + index // len(subnets.private))
+        groups.append(ReplicaGroup(index=index, az_index=az_index, head_ip=head_ip,
+                                   workers=plan.deployment.nodes_per_replica - 1))
+    if len(groups) * plan.deployment.nodes_per_replica != plan.deployment.nodes:
+        raise InputError(f"plan is inconsistent: {plan.deployment.replicas} replicas x "
+                         f"{plan.deployment.nodes_per_replica} nodes != {plan.deployment.nodes} nodes")
+    return groups
+
+
+def single_node_count(plan: Plan) -> int:
+    """Instances of the single-node Auto Scaling group (0 for multi-node plans)."""
+    return 0 if is_multinode(plan) else plan.deployment.nodes
+
+
+def efa_interfaces(plan: Plan) -> list[NetworkInterfaceSlot]:
+    """Network interfaces of a node: one per network card, `efa` on card 0 and `efa-only` on the others.
+
+    Card 0 device 0 is the primary interface: an EFA with ENA so it also carries IP traffic (an EFA-only
+    interface cannot be primary). Each further card gets an EFA-only interface at device index 0, as the
+    EC2 guide "Maximize network bandwidth on instances with multiple network cards" recommends.
+    Without EFA the node has one plain ENA interface.
+    """
+    count = plan.network.efa_interfaces if plan.network.rdma == "efa" else 0
+    if count <= 0:
+        return [NetworkInterfaceSlot(network_card_index=0, device_index=0, interface_type="interface")]
+    slots = [NetworkInterfaceSlot(network_card_index=0, device_index=0, interface_type="efa")]
+    slots += [NetworkInterfaceSlot(network_card_index=card, device_index=0, interface_type="efa-only")
+              for card in range(1, count)]
+    return slots
+
+
+def target_ports(plan: Plan) -> list[int]:
+    """Ports the load balancer forwards to on every serving node (one target group each).
+
+    Multi-node replicas serve from the head only, on the engine port.
+    """
+    ports = engine_ports(plan)
+    lb = plan.network.load_balancer
+    if len(ports) > 1 and lb == "nlb":
+        raise InputError(
+            f"plan packs {len(ports)} engines per node behind an NLB, which forwards a listener to one "
+            "target group only",
+            fix="set network load_balancer to alb for packed replicas",
+        )
+    if len(ports) > ALB_MAX_TARGET_GROUPS_PER_ACTION:
+        raise InputError(
+            f"plan packs {len(ports)} engines per node; an ALB forward action takes at most "
+            f"{ALB_MAX_TARGET_GROUPS_PER_ACTION} target groups (AWS quota, not adjustable)",
+            fix="plan fewer, larger replicas per node",
+        )
+    return ports
+
+
+def image_parameter(plan: Plan) -> str:
+    """SSM parameter holding the machine image: the Deep Learning AMI on GPU nodes, Ubuntu on CPU nodes."""
+    arch = plan.deployment.cpu_arch
+    return (DLAMI_SSM_PARAMETER if plan.deployment.gpu else UBUNTU_SSM_PARAMETER)[arch]
+
+
+def encode_user_data(text: str) -> str:
+    """Base64 for a launch template; gzip first (cloud-init reads gzip) when the raw text exceeds 16 KB."""
+    raw = text.encode()
+    if len(raw) > USER_DATA_MAX_BYTES:
+        raw = gzip.compress(raw, mtime=0)
+        if len(raw) > USER_DATA_MAX_BYTES:
+            raise InputError(f"rendered user-data is {len(raw)} bytes even gzipped, over EC2's 16 KB limit")
+    return base64.b64encode(raw).decode()
+
+
+def weights_bucket(plan: Plan) -> tuple[str, str] | None:
+    """(bucket, prefix) when the weights come from S3, else None."""
+    if plan.model.weights_source != "s3":
+        return None
+    uri = plan.model.weights_uri
+    if not uri.startswith("s3://"):
+        raise InputError(f"model weights_uri {uri!r} does not start with s3://")
+    bucket, _, prefix = uri[len("s3://"):].partition("/")
+    return bucket, prefix.strip("/")

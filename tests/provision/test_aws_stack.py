@@ -1,0 +1,340 @@
+"""AWS components under Pulumi mocks, for every plan shape: resources and counts match the plan, and the
+security invariants hold (no public ingress but the listeners, IMDSv2, encryption, no public IPs, no secret
+in any input but its secret version, LB target port = engine port, health path set, digest tags)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import json
+from typing import Any
+
+import pulumi
+import pytest
+
+from infragen.plan import Plan
+from infragen.provision import build_stack
+from infragen.provision.aws import build_aws
+from infragen.provision.common import TAG_DIGEST, SecretLeakError, engine_ports
+from tests.plan_factory import make_plan
+from tests.provision.conftest import (
+    API_SENTINEL,
+    AWS_CALLS,
+    AWS_COMPUTED,
+    HF_SENTINEL,
+    MOCK_AMI,
+    fake_renderer,
+    make_settings,
+)
+from tests.provision.mocks import Recording, run_program
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+ASG = "aws:autoscaling/group:Group"
+INSTANCE = "aws:ec2/instance:Instance"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+TG = "aws:lb/targetGroup:TargetGroup"
+SECRET_VERSION = "aws:secretsmanager/secretVersion:SecretVersion"
+
+KINDS = ["single", "packed", "tp", "multinode", "cpu"]
+
+
+def run_aws(plan: Plan, **settings: Any) -> Recording:
+    return run_program(lambda: build_aws(plan, make_settings(**settings), render_user_data=fake_renderer(plan)),
+                       call_results=AWS_CALLS, computed=AWS_COMPUTED)
+
+
+@pytest.fixture(scope="module", params=[*KINDS, "single-spot", "multinode-spot"])
+def stack(request: pytest.FixtureRequest) -> tuple[Plan, Recording]:
+    kind, _, spot = request.param.partition("-")
+    plan = make_plan(kind, "aws", spot=bool(spot))
+    rec = run_aws(plan)
+    assert not rec.errors, rec.errors
+    return plan, rec
+
+
+def user_data_of(lt_inputs: dict[str, Any]) -> str:
+    raw = base64.b64decode(lt_inputs["userData"])
+    return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
+
+
+# -- counts follow the plan ----------------------------------------------------------------------------------
+def test_node_count_matches_plan(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    in_groups = sum(int(g.inputs["desiredCapacity"]) for g in rec.of_type(ASG))
+    heads = rec.of_type(INSTANCE)
+    assert in_groups + len(heads) == plan.deployment.nodes
+    for g in rec.of_type(ASG):
+        assert g.inputs["minSize"] == g.inputs["maxSize"] == g.inputs["desiredCapacity"], g.name
+    if plan.deployment.nodes_per_replica > 1:
+        assert len(heads) == plan.deployment.replicas
+        assert len(rec.of_type("aws:ec2/placementGroup:PlacementGroup")) == plan.deployment.replicas
+        assert all(p.inputs["strategy"] == "cluster" for p in rec.of_type("aws:ec2/placementGroup:PlacementGroup"))
+    else:
+        assert heads == [] and len(rec.of_type(ASG)) == 1
+
+
+def test_launch_templates_use_plan_instance_and_image(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    lts = rec.of_type(LT)
+    assert lts
+    for lt in lts:
+        assert lt.inputs["instanceType"] == plan.deployment.instance_type, lt.name
+        assert lt.inputs["imageId"] == MOCK_AMI, lt.name
+    asked = [args["name"] for token, args in rec.calls if token == "aws:ssm/getParameter:getParameter"]
+    expected = ("/aws/service/deeplearning/ami/x86_64/" if plan.deployment.gpu
+                else "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/")
+    assert asked and all(name.startswith(expected) for name in asked), asked
+
+
+def test_efa_interfaces_follow_plan(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    for lt in rec.of_type(LT):
+        nics = lt.inputs["networkInterfaces"]
+        if plan.network.rdma == "efa":
+            assert len(nics) == plan.network.efa_interfaces, lt.name
+            assert [n["networkCardIndex"] for n in nics] == list(range(plan.network.efa_interfaces))
+            assert nics[0]["interfaceType"] == "efa"
+            assert all(n["interfaceType"] == "efa-only" for n in nics[1:])
+            assert all(len(n["securityGroups"]) >= 1 for n in nics)
+        else:
+            assert len(nics) == 1 and "interfaceType" not in nics[0], lt.name
+
+
+def test_storage_follows_plan(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    for lt in rec.of_type(LT):
+        devices = {d["deviceName"]: d["ebs"] for d in lt.inputs["blockDeviceMappings"]}
+        root = devices.pop("/dev/sda1")
+        assert root["volumeSize"] == plan.storage.root_volume_gib and root["volumeType"] == "gp3"
+        if plan.storage.kind == "volume":
+            data = devices.pop("/dev/sdf")
+            assert data["volumeSize"] == plan.storage.volume_gib
+            assert data["volumeType"] == plan.storage.volume_type
+            assert data.get("iops") == plan.storage.volume_iops
+            assert data.get("throughput") == plan.storage.volume_throughput_mb_per_s
+        assert devices == {}, f"{lt.name}: unexpected volumes {devices}"
+
+
+def test_health_checks_and_grace(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    serving = [g for g in rec.of_type(ASG) if g.inputs.get("targetGroupArns")]
+    for g in serving:
+        assert g.inputs["healthCheckType"] == "ELB", g.name
+    for g in rec.of_type(ASG):
+        assert g.inputs["healthCheckGracePeriod"] == plan.network.health_check_grace_s, g.name
+    for tg in rec.of_type(TG):
+        assert tg.inputs["healthCheck"]["path"] == plan.engine.health_path, tg.name
+    assert sorted(int(t.inputs["port"]) for t in rec.of_type(TG)) == engine_ports(plan)
+
+
+def test_load_balancer_matches_plan(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    lb = rec.one("aws:lb/loadBalancer:LoadBalancer")
+    assert lb.inputs["loadBalancerType"] == "application"
+    assert lb.inputs["internal"] is False
+    assert lb.inputs["idleTimeout"] == plan.network.idle_timeout_s
+    assert len(lb.inputs["subnets"]) >= 2
+    listener = rec.one("aws:lb/listener:Listener")
+    assert listener.inputs["port"] == 80
+    forwarded = listener.inputs["defaultActions"][0]["forward"]["targetGroups"]
+    assert len(forwarded) == len(engine_ports(plan))
+    if plan.deployment.nodes_per_replica > 1:
+        attachments = rec.of_type("aws:lb/targetGroupAttachment:TargetGroupAttachment")
+        assert len(attachments) == plan.deployment.replicas * len(engine_ports(plan))
+        assert all(a.inputs["port"] == plan.engine.port for a in attachments)
+
+
+def test_spot_uses_mixed_instances_policy(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    for g in rec.of_type(ASG):
+        if plan.deployment.pricing == "spot":
+            dist = g.inputs["mixedInstancesPolicy"]["instancesDistribution"]
+            assert dist["onDemandPercentageAboveBaseCapacity"] == 0 and dist["onDemandBaseCapacity"] == 0
+            assert "launchTemplate" not in g.inputs
+        else:
+            assert "mixedInstancesPolicy" not in g.inputs and g.inputs["launchTemplate"]["id"]
+
+
+# -- security invariants -----------------------------------------------------------------------------------
+def test_no_public_ingress_except_listeners(stack: tuple[Plan, Recording]) -> None:
+    _, rec = stack
+    for rule in rec.of_type(INGRESS):
+        port_range = (rule.inputs.get("fromPort"), rule.inputs.get("toPort"))
+        assert port_range != (22, 22), f"{rule.name} opens SSH"
+        if rule.inputs.get("cidrIpv4") == "0.0.0.0/0":
+            assert port_range in {(80, 80), (443, 443)}, f"{rule.name} opens {port_range} to the internet"
+            assert "lb-sg" in rule.inputs["securityGroupId"], f"{rule.name} is not on the load balancer"
+        else:
+            assert rule.inputs.get("referencedSecurityGroupId"), f"{rule.name} admits a CIDR"
+    for sg in rec.of_type("aws:ec2/securityGroup:SecurityGroup"):
+        assert not sg.inputs.get("ingress"), f"{sg.name} has inline ingress"
+    node_rules = [r for r in rec.of_type(INGRESS) if "node-sg" in r.inputs["securityGroupId"]]
+    assert node_rules and all("lb-sg" in r.inputs["referencedSecurityGroupId"] for r in node_rules)
+
+
+def test_imdsv2_and_encryption(stack: tuple[Plan, Recording]) -> None:
+    _, rec = stack
+    for lt in rec.of_type(LT):
+        assert lt.inputs["metadataOptions"]["httpTokens"] == "required", lt.name
+        for dev in lt.inputs["blockDeviceMappings"]:
+            assert dev["ebs"]["encrypted"] == "true", f"{lt.name} {dev['deviceName']} unencrypted"
+        assert "keyName" not in lt.inputs, f"{lt.name} installs an SSH key"
+
+
+def test_nodes_have_no_public_ip(stack: tuple[Plan, Recording]) -> None:
+    _, rec = stack
+    for lt in rec.of_type(LT):
+        primary = lt.inputs["networkInterfaces"][0]
+        assert primary["associatePublicIpAddress"] == "false", lt.name
+        assert all(n.get("associatePublicIpAddress") in (None, "false") for n in lt.inputs["networkInterfaces"])
+    for subnet in rec.of_type("aws:ec2/subnet:Subnet"):
+        assert subnet.inputs["mapPublicIpOnLaunch"] is False, subnet.name
+    private = {s.name + "-id" for s in rec.of_type("aws:ec2/subnet:Subnet") if "private" in s.name}
+    for g in rec.of_type(ASG):
+        assert set(g.inputs["vpcZoneIdentifiers"]) <= private, f"{g.name} launches outside private subnets"
+
+
+def test_no_secret_value_outside_secret_versions(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    versions = {v.inputs["secretString"] for v in rec.of_type(SECRET_VERSION)}
+    assert versions == {HF_SENTINEL, API_SENTINEL}
+    for where, text in rec.all_inputs_text(exclude_types=(SECRET_VERSION,)).items():
+        assert HF_SENTINEL not in text and API_SENTINEL not in text, f"secret value in {where}"
+    for lt in rec.of_type(LT):
+        text = user_data_of(lt.inputs)
+        assert text.startswith("#cloud-config")
+        assert HF_SENTINEL not in text and API_SENTINEL not in text, lt.name
+    names = {s.inputs["name"] for s in rec.of_type("aws:secretsmanager/secret:Secret")}
+    assert names == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+
+
+def test_role_reads_exactly_its_secrets(stack: tuple[Plan, Recording]) -> None:
+    _, rec = stack
+    policy = json.loads(rec.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    secret_arns = {f"arn:aws:mock:us-east-1:123456789012:{s.name}"
+                   for s in rec.of_type("aws:secretsmanager/secret:Secret")}
+    (stmt,) = policy["Statement"]
+    assert stmt["Action"] == ["secretsmanager:GetSecretValue"] and set(stmt["Resource"]) == secret_arns
+    attached = [a.inputs["policyArn"] for a in rec.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    assert attached == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
+    trust = json.loads(rec.one("aws:iam/role:Role").inputs["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+
+
+def test_every_resource_tagged_with_digest(stack: tuple[Plan, Recording]) -> None:
+    plan, rec = stack
+    provider = rec.one("pulumi:providers:aws")
+    assert provider.inputs["region"] == plan.deployment.region
+    assert json.loads(provider.inputs["defaultTags"])["tags"][TAG_DIGEST] == plan.digest
+    untagged_types = {"aws:ec2/route:Route", "aws:ec2/routeTableAssociation:RouteTableAssociation",
+                      "aws:iam/rolePolicy:RolePolicy", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+                      SECRET_VERSION, "aws:lb/targetGroupAttachment:TargetGroupAttachment"}
+    for r in rec.custom_resources():
+        if r.type in untagged_types:
+            continue  # these AWS types take no tags
+        tags = {t["key"]: t["value"] for t in r.inputs["tags"]} if r.type == ASG else r.inputs.get("tags", {})
+        assert tags.get(TAG_DIGEST) == plan.digest, f"{r.type} {r.name} lacks the digest tag"
+    for lt in rec.of_type(LT):
+        for spec in lt.inputs["tagSpecifications"]:
+            assert spec["tags"][TAG_DIGEST] == plan.digest
+
+
+def test_components_parent_their_children(stack: tuple[Plan, Recording]) -> None:
+    _, rec = stack
+    components = {r.type for r in rec.resources if not r.custom}
+    assert {"infragen:aws:Network", "infragen:aws:Secrets", "infragen:aws:LoadBalancer",
+            "infragen:aws:Compute"} <= components
+
+
+# -- shapes that need their own settings ---------------------------------------------------------------------
+def test_multinode_head_fixed_ip_and_one_subnet() -> None:
+    plan = make_plan("multinode", "aws")
+    rec = run_aws(plan)
+    heads = [lt for lt in rec.of_type(LT) if lt.name.endswith("-head")]
+    workers = [lt for lt in rec.of_type(LT) if lt.name.endswith("-worker")]
+    assert len(heads) == len(workers) == plan.deployment.replicas
+    head_ip = heads[0].inputs["networkInterfaces"][0]["privateIpAddress"]
+    assert head_ip == "10.40.0.10"
+    assert {n["subnetId"] for n in heads[0].inputs["networkInterfaces"]} == {
+        next(s.name for s in rec.of_type("aws:ec2/subnet:Subnet") if s.name.endswith("private-0")) + "-id"}
+    (workers_asg,) = rec.of_type(ASG)
+    assert len(workers_asg.inputs["vpcZoneIdentifiers"]) == 1
+    assert workers_asg.inputs["placementGroup"]
+    assert workers_asg.inputs["healthCheckType"] == "EC2"
+    assert f"head={head_ip}" in user_data_of(workers[0].inputs)
+    assert "role=head" in user_data_of(heads[0].inputs) and "role=worker" in user_data_of(workers[0].inputs)
+    efa_rules = [r for r in rec.of_type(INGRESS) if "efa-sg" in r.inputs["securityGroupId"]]
+    assert len(efa_rules) == 1 and efa_rules[0].inputs["ipProtocol"] == "-1"
+    assert efa_rules[0].inputs["referencedSecurityGroupId"] == efa_rules[0].inputs["securityGroupId"]
+
+
+def test_certificate_adds_https_and_redirects_http() -> None:
+    plan = make_plan("single", "aws")
+    rec = run_aws(plan, certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/abc",
+                  allowed_cidrs=("203.0.113.0/24",))
+    listeners = {int(li.inputs["port"]): li for li in rec.of_type("aws:lb/listener:Listener")}
+    assert set(listeners) == {80, 443}
+    assert listeners[443].inputs["protocol"] == "HTTPS" and listeners[443].inputs["certificateArn"]
+    assert listeners[80].inputs["defaultActions"][0]["type"] == "redirect"
+    cidrs = {r.inputs.get("cidrIpv4") for r in rec.of_type(INGRESS)} - {None}
+    assert cidrs == {"203.0.113.0/24"}
+    assert rec.exports["endpoint"].startswith("https://")
+
+
+def test_nlb_plan_gets_network_load_balancer() -> None:
+    plan = make_plan("tp", "aws")
+    plan = plan.model_copy(update={"network": plan.network.model_copy(update={"load_balancer": "nlb"})})
+    rec = run_aws(plan)
+    lb = rec.one("aws:lb/loadBalancer:LoadBalancer")
+    assert lb.inputs["loadBalancerType"] == "network" and "idleTimeout" not in lb.inputs
+    (listener,) = rec.of_type("aws:lb/listener:Listener")
+    assert listener.inputs["protocol"] == "TCP"
+    assert listener.inputs["tcpIdleTimeoutSeconds"] == plan.network.idle_timeout_s
+    assert rec.one(TG).inputs["healthCheck"]["path"] == plan.engine.health_path
+
+
+def test_leaking_renderer_fails_the_update() -> None:
+    plan = make_plan("single", "aws")
+
+    plain = "correct-horse-battery-staple"  # not credential-shaped: only the value comparison can catch it
+    settings = dataclasses.replace(make_settings(), api_key=pulumi.Output.secret(plain))
+
+    def leaky(role: str, head: str | None) -> str:
+        return f"#cloud-config\n# key {plain}\n"
+
+    with pytest.raises(SecretLeakError, match="secret value"):
+        run_program(lambda: build_aws(plan, settings, render_user_data=leaky),
+                    call_results=AWS_CALLS, computed=AWS_COMPUTED)
+
+
+def test_credential_shaped_user_data_is_rejected() -> None:
+    plan = make_plan("single", "aws")
+
+    def leaky(role: str, head: str | None) -> str:
+        return f"#cloud-config\n# token {HF_SENTINEL}\n"
+
+    with pytest.raises(SecretLeakError, match="credential"):
+        run_program(lambda: build_aws(plan, make_settings(), render_user_data=leaky),
+                    call_results=AWS_CALLS, computed=AWS_COMPUTED)
+
+
+def test_build_stack_dispatches_and_adds_plan_exports() -> None:
+    plan = make_plan("cpu", "aws")
+    from infragen.provision.aws import build_aws as real_build
+
+    def program() -> dict[str, Any]:
+        import infragen.provision.aws as aws_pkg
+
+        original = aws_pkg.build_aws
+        aws_pkg.build_aws = lambda p, s: real_build(p, s, render_user_data=fake_renderer(p))  # type: ignore
+        try:
+            return build_stack(plan, make_settings())
+        finally:
+            aws_pkg.build_aws = original
+
+    rec = run_program(program, call_results=AWS_CALLS, computed=AWS_COMPUTED)
+    assert rec.exports["plan_digest"] == plan.digest
+    assert rec.exports["instance_type"] == "c7i.4xlarge" and rec.exports["replicas"] == 2
+    assert rec.exports["monthly_cost_usd"] == round(plan.cost.usd_per_month, 2)
+    assert rec.exports["endpoint"].startswith("http://") and rec.exports["endpoint"].endswith(".elb.mock")
