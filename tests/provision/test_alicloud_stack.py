@@ -16,9 +16,10 @@ from infragen.plan import Plan
 from infragen.provision.common import TAG_DIGEST
 from tests.plan_factory import SENTINEL_SECRET, make_plan
 from tests.provision.test_alicloud_support import (
+    GPU_IMAGE_ID,
     IMAGE_ID,
     SENTINEL_HF,
-    AliMocks,
+    AliRun,
     decoded_user_data,
     dump,
     run_alicloud,
@@ -50,19 +51,19 @@ def _plan_with(plan: Plan, **sections: dict[str, Any]) -> Plan:
 
 
 @pytest.fixture(scope="module", params=KINDS)
-def stack(request: pytest.FixtureRequest) -> tuple[Plan, AliMocks, dict[str, Any]]:
+def stack(request: pytest.FixtureRequest) -> tuple[Plan, AliRun, dict[str, Any]]:
     plan = make_plan(request.param, "alicloud")
-    mocks, exports, _ = run_alicloud(plan)
-    return plan, mocks, exports
+    run = run_alicloud(plan)
+    return plan, run, run.exports
 
 
-def test_instances_match_the_plan(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_instances_match_the_plan(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, _ = stack
     instances = mocks.of_type(INSTANCE)
     assert len(instances) == plan.deployment.nodes
     for inst in instances:
         assert inst.inputs["instanceType"] == plan.deployment.instance_type, inst.name
-        assert inst.inputs["imageId"] == IMAGE_ID
+        assert inst.inputs["imageId"] == (GPU_IMAGE_ID if plan.deployment.gpu else IMAGE_ID), inst.name
         assert inst.inputs["systemDiskSize"] == plan.storage.root_volume_gib
         assert inst.inputs["systemDiskCategory"] == "cloud_essd"
         disks = inst.inputs["dataDisks"]
@@ -72,7 +73,7 @@ def test_instances_match_the_plan(stack: tuple[Plan, AliMocks, dict[str, Any]]) 
         assert disks[0]["performanceLevel"] == plan.storage.performance_level
 
 
-def test_nodes_are_private_hardened_and_encrypted(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_nodes_are_private_hardened_and_encrypted(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     _, mocks, _ = stack
     for inst in mocks.of_type(INSTANCE):
         assert inst.inputs["internetMaxBandwidthOut"] == 0, f"{inst.name} gets a public IP"
@@ -84,7 +85,7 @@ def test_nodes_are_private_hardened_and_encrypted(stack: tuple[Plan, AliMocks, d
         assert inst.inputs["spotStrategy"] == "NoSpot"
 
 
-def test_no_public_ingress_but_the_listener(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_no_public_ingress_but_the_listener(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, _ = stack
     groups = {r.name: r for r in mocks.of_type("ecs/securityGroup:SecurityGroup")}
     lb_sg = next(f"{name}-id" for name in groups if name.endswith("-lb-sg"))
@@ -102,7 +103,7 @@ def test_no_public_ingress_but_the_listener(stack: tuple[Plan, AliMocks, dict[st
             assert inputs["ipProtocol"] == "tcp", rule.name
 
 
-def test_load_balancer_forwards_to_the_engine_ports(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_load_balancer_forwards_to_the_engine_ports(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, exports = stack
     (listener,) = mocks.of_type("alb/listener:Listener")
     assert listener.inputs["listenerPort"] == plan.engine.port
@@ -125,7 +126,7 @@ def test_load_balancer_forwards_to_the_engine_ports(stack: tuple[Plan, AliMocks,
     assert exports["endpoint"] == f"http://{alb.name}.cn-hangzhou.alb.example:{plan.engine.port}"
 
 
-def test_nodes_accept_only_the_lb_vswitches_on_engine_ports(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_nodes_accept_only_the_lb_vswitches_on_engine_ports(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, _ = stack
     lb_cidrs = {r.inputs["cidrBlock"] for r in mocks.of_type("vpc/switch:Switch") if "-lb-" in r.name}
     node_rules = [r for r in mocks.of_type(RULE) if r.inputs["securityGroupId"].endswith("-node-sg-id")]
@@ -138,7 +139,7 @@ def test_nodes_accept_only_the_lb_vswitches_on_engine_ports(stack: tuple[Plan, A
     assert len(self_rules) == (1 if plan.deployment.nodes_per_replica > 1 else 0)
 
 
-def test_secrets_live_only_in_kms(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_secrets_live_only_in_kms(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, _ = stack
     secrets = {r.inputs["secretName"]: r for r in mocks.of_type("kms/secret:Secret")}
     assert set(secrets) == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
@@ -154,7 +155,7 @@ def test_secrets_live_only_in_kms(stack: tuple[Plan, AliMocks, dict[str, Any]]) 
         assert SENTINEL_HF not in user_data and SENTINEL_SECRET not in user_data, inst.name
 
 
-def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, _ = stack
     (role,) = mocks.of_type("ram/role:Role")
     trust = json.loads(role.inputs["assumeRolePolicyDocument"])
@@ -170,7 +171,7 @@ def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliMocks, dict[st
     assert all(i.inputs["roleName"] == role.inputs["roleName"] for i in mocks.of_type(INSTANCE))
 
 
-def test_every_taggable_resource_carries_the_digest(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_every_taggable_resource_carries_the_digest(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, _ = stack
     for res in mocks.resources:
         if not res.type.startswith("alicloud:") or res.type in UNTAGGABLE:
@@ -188,7 +189,7 @@ def test_untaggable_types_really_take_no_tags() -> None:
         assert "tags" not in inspect.signature(args.__init__).parameters, f"{args_path} takes tags: tag it"
 
 
-def test_egress_goes_through_nat_with_snat_per_node_vswitch(stack: tuple[Plan, AliMocks, dict[str, Any]]) -> None:
+def test_egress_goes_through_nat_with_snat_per_node_vswitch(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     _, mocks, _ = stack
     (nat,) = mocks.of_type("vpc/natGateway:NatGateway")
     assert nat.inputs["natType"] == "Enhanced"
@@ -200,7 +201,7 @@ def test_egress_goes_through_nat_with_snat_per_node_vswitch(stack: tuple[Plan, A
 
 
 def test_components_parent_their_resources() -> None:
-    _, _, urns = run_alicloud(make_plan("single", "alicloud"))
+    urns = run_alicloud(make_plan("single", "alicloud")).urns
     chains = [urn.split("::")[2].split("$") for urn in urns]
     cloud = [chain for chain in chains if chain[-1].startswith("alicloud:")]
     assert len(cloud) > 20, "the stack registered too few resources"
@@ -210,7 +211,7 @@ def test_components_parent_their_resources() -> None:
 
 def test_multinode_uses_erdma_a_low_latency_set_one_zone_and_a_fixed_head() -> None:
     plan = make_plan("multinode", "alicloud")
-    mocks, _, _ = run_alicloud(plan)
+    mocks = run_alicloud(plan)
     instances = mocks.of_type(INSTANCE)
     (placement,) = mocks.of_type("ecs/ecsDeploymentSet:EcsDeploymentSet")
     assert placement.inputs["strategy"] == "LowLatency"
@@ -235,7 +236,7 @@ def test_multinode_uses_erdma_a_low_latency_set_one_zone_and_a_fixed_head() -> N
 
 def test_more_eris_are_attached_as_separate_interfaces() -> None:
     plan = _plan_with(make_plan("multinode", "alicloud"), deployment={"instance_type": "ecs.ebmgn8i.32xlarge"})
-    mocks, _, _ = run_alicloud(plan)
+    mocks = run_alicloud(plan)
     enis = mocks.of_type("ecs/ecsNetworkInterface:EcsNetworkInterface")
     attachments = mocks.of_type("ecs/ecsNetworkInterfaceAttachment:EcsNetworkInterfaceAttachment")
     # 4 ERIs per node: primary + inline secondary + two attached on network cards 2 and 3.
@@ -245,7 +246,7 @@ def test_more_eris_are_attached_as_separate_interfaces() -> None:
 
 
 def test_single_node_replicas_have_no_rdma_and_no_placement() -> None:
-    mocks, _, _ = run_alicloud(make_plan("single", "alicloud"))
+    mocks = run_alicloud(make_plan("single", "alicloud"))
     for inst in mocks.of_type(INSTANCE):
         assert "networkInterfaceTrafficMode" not in inst.inputs and "networkInterfaces" not in inst.inputs
         assert "deploymentSetId" not in inst.inputs and "privateIp" not in inst.inputs
@@ -256,7 +257,7 @@ def test_single_node_replicas_have_no_rdma_and_no_placement() -> None:
 
 
 def test_spot_plans_launch_spot_instances() -> None:
-    mocks, _, _ = run_alicloud(make_plan("single", "alicloud", spot=True))
+    mocks = run_alicloud(make_plan("single", "alicloud", spot=True))
     assert {i.inputs["spotStrategy"] for i in mocks.of_type(INSTANCE)} == {"SpotAsPriceGo"}
     assert {i.inputs["instanceChargeType"] for i in mocks.of_type(INSTANCE)} == {"PostPaid"}
     zone_call = next(args for token, args in mocks.calls if token == "alicloud:index/getZones:getZones")
@@ -264,17 +265,17 @@ def test_spot_plans_launch_spot_instances() -> None:
 
 
 def test_certificate_adds_an_https_listener_and_opens_443() -> None:
-    mocks, exports, _ = run_alicloud(make_plan("single", "alicloud"), certificate="1234-cn-hangzhou")
+    mocks = run_alicloud(make_plan("single", "alicloud"), certificate="1234-cn-hangzhou")
     listeners = {r.inputs["listenerPort"]: r for r in mocks.of_type("alb/listener:Listener")}
     assert set(listeners) == {8000, 443}
     assert listeners[443].inputs["certificates"]["certificateId"] == "1234-cn-hangzhou"
     public_ports = {r.inputs["portRange"] for r in mocks.of_type(RULE) if r.inputs.get("cidrIp") == "0.0.0.0/0"}
     assert public_ports == {"8000/8000", "443/443"}
-    assert exports["endpoint"].startswith("https://") and exports["endpoint"].endswith(":443")
+    assert mocks.exports["endpoint"].startswith("https://") and mocks.exports["endpoint"].endswith(":443")
 
 
 def test_allowed_cidrs_restrict_the_listener() -> None:
-    mocks, _, _ = run_alicloud(make_plan("single", "alicloud"), allowed=("203.0.113.0/24", "198.51.100.0/24"))
+    mocks = run_alicloud(make_plan("single", "alicloud"), allowed=("203.0.113.0/24", "198.51.100.0/24"))
     public = {r.inputs["cidrIp"] for r in mocks.of_type(RULE) if r.inputs["securityGroupId"].endswith("-lb-sg-id")}
     assert public == {"203.0.113.0/24", "198.51.100.0/24"}
     assert all(r.inputs.get("cidrIp") != "0.0.0.0/0" for r in mocks.of_type(RULE))
@@ -282,7 +283,7 @@ def test_allowed_cidrs_restrict_the_listener() -> None:
 
 def test_nlb_plans_get_a_tcp_nlb_with_an_http_health_check() -> None:
     plan = _plan_with(make_plan("packed", "alicloud"), network={"load_balancer": "nlb"})
-    mocks, exports, _ = run_alicloud(plan)
+    mocks = run_alicloud(plan)
     assert not mocks.of_type("alb/loadBalancer:LoadBalancer")
     (nlb,) = mocks.of_type("nlb/loadBalancer:LoadBalancer")
     assert nlb.inputs["securityGroupIds"] and len(nlb.inputs["zoneMappings"]) == 2
@@ -294,18 +295,42 @@ def test_nlb_plans_get_a_tcp_nlb_with_an_http_health_check() -> None:
     ports = sorted(a.inputs["port"] for a in attachments)
     assert ports == [8000, 8001, 8002, 8003]
     assert any(token == "alicloud:nlb/getZones:getZones" for token, _ in mocks.calls)
-    assert exports["endpoint"].endswith(f":{plan.engine.port}")
+    assert mocks.exports["endpoint"].endswith(f":{plan.engine.port}")
 
 
 def test_a_region_with_one_lb_zone_fails_with_a_message() -> None:
-    with pytest.raises(Exception, match="two zones"):
-        run_alicloud(make_plan("single", "alicloud"), zones=["cn-hangzhou-h"])
+    # Tested on the zone picker itself: under mocks a failing apply leaves unretrieved futures behind.
+    import pulumi
+
+    from infragen.provision.alicloud.network import _pick, _pick_distinct
+
+    with pytest.raises(pulumi.RunError, match="two zones"):
+        _pick_distinct(["cn-hangzhou-h", "cn-hangzhou-h"], 1)
+    assert [_pick_distinct(["a", "a", "b"], i) for i in range(2)] == ["a", "b"]
+    with pytest.raises(pulumi.RunError, match="no zone"):
+        _pick([], 0, "ecs.gn7i-c8g1.2xlarge")
+    assert [_pick(["a", "b"], i, "x") for i in range(3)] == ["a", "b", "a"]
 
 
 def test_an_essd_too_small_for_its_level_is_refused() -> None:
     plan = _plan_with(make_plan("single", "alicloud"), storage={"performance_level": "PL2"})
     with pytest.raises(InputError, match="PL2"):
         run_alicloud(plan)
+
+
+def test_cpu_nodes_boot_the_newest_ubuntu_system_image() -> None:
+    mocks = run_alicloud(make_plan("cpu", "alicloud"))
+    (query,) = [args for token, args in mocks.calls if token == "alicloud:ecs/getImages:getImages"]
+    assert query["owners"] == "system" and query["nameRegex"].startswith("^ubuntu_22_04_x64")
+    assert query["mostRecent"] is True and query["instanceType"] == "ecs.c7.4xlarge"
+
+
+def test_gpu_plans_without_a_driver_image_are_refused() -> None:
+    from infragen.provision.alicloud import AlicloudOptions
+
+    with pytest.raises(InputError, match="NVIDIA driver") as err:
+        run_alicloud(make_plan("multinode", "alicloud"), options=AlicloudOptions())
+    assert "infragen:imageId" in (err.value.fix or "") and "eRDMA" in (err.value.fix or "")
 
 
 def test_an_aws_plan_is_refused() -> None:

@@ -1,66 +1,69 @@
 """Shared harness for the Alibaba provisioning tests: Pulumi mocks that record every resource, and a runner.
 
-Holds no tests itself. The mocks answer the provider's computed outputs (ALB DNS name, KMS ARN, NAT SNAT table...)
-and the zone/image look-ups, so `build_alicloud` runs offline.
+Holds no tests itself. Built on the shared `tests/provision/mocks.py`; adds the provider's computed outputs
+(ALB DNS name, KMS ARN, NAT SNAT table...) and the zone/image look-ups, so `build_alicloud` runs offline.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pulumi
 
+from tests.provision.mocks import Computed, Recorded, Recording, run_program
+
 ZONES = ["cn-hangzhou-h", "cn-hangzhou-i", "cn-hangzhou-j"]
 IMAGE_ID = "ubuntu_22_04_x64_20G_alibase_20250722.vhd"
+GPU_IMAGE_ID = "m-gpu-driver-image"
 SENTINEL_HF = "hf_SENTINELsentinelSENTINELsentinel000"
 
 
+def call_results(zones: list[str]) -> dict[str, dict[str, Any]]:
+    """Answers to the zone and image look-ups `build_alicloud` makes."""
+    zone_list = {"ids": list(zones), "zones": [{"id": z} for z in zones]}
+    return {
+        "alicloud:index/getZones:getZones": zone_list,
+        "alicloud:alb/getZones:getZones": zone_list,
+        "alicloud:nlb/getZones:getZones": zone_list,
+        "alicloud:ecs/getImages:getImages": {"ids": [IMAGE_ID], "images": []},
+    }
+
+
+# Outputs the real provider computes and the program reads.
+COMPUTED: Computed = {
+    "alicloud:alb/loadBalancer:LoadBalancer": lambda i, n: {"dnsName": f"{n}.cn-hangzhou.alb.example"},
+    "alicloud:nlb/loadBalancer:LoadBalancer": lambda i, n: {"dnsName": f"{n}.cn-hangzhou.nlb.example"},
+    "alicloud:kms/secret:Secret": lambda i, n: {"arn": f"acs:kms:cn-hangzhou:123456789:secret/{i['secretName']}"},
+    "alicloud:ecs/eipAddress:EipAddress": lambda i, n: {"ipAddress": "203.0.113.10"},
+    "alicloud:vpc/natGateway:NatGateway": lambda i, n: {"snatTableIds": "stb-1"},
+    "alicloud:ecs/instance:Instance": lambda i, n: {"privateIp": i.get("privateIp", "10.40.0.99")},
+}
+
+
 @dataclass
-class Recorded:
-    """One resource the program registered."""
+class AliRun:
+    """What one mocked `build_alicloud` run created."""
 
-    type: str
-    name: str
-    inputs: dict[str, Any]
-    parent: str | None = None
+    recording: Recording
+    """Resources, invokes and exports."""
+    urns: list[str]
+    """Every registered URN (parent chains are in the type part)."""
 
+    @property
+    def resources(self) -> list[Recorded]:
+        return self.recording.resources
 
-@dataclass
-class AliMocks(pulumi.runtime.Mocks):
-    """Records resources and invokes; fills in the outputs the real provider computes."""
+    @property
+    def calls(self) -> list[tuple[str, dict[str, Any]]]:
+        return self.recording.calls
 
-    resources: list[Recorded] = field(default_factory=list)
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    zones: list[str] = field(default_factory=lambda: list(ZONES))
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        inputs = dict(args.inputs)
-        self.resources.append(Recorded(args.typ, args.name, inputs))
-        state = dict(inputs)
-        rid = f"{args.name}-id"
-        if args.typ in {"alicloud:alb/loadBalancer:LoadBalancer", "alicloud:nlb/loadBalancer:LoadBalancer"}:
-            state["dnsName"] = f"{args.name}.cn-hangzhou.alb.example"
-        elif args.typ == "alicloud:kms/secret:Secret":
-            state["arn"] = f"acs:kms:cn-hangzhou:123456789:secret/{inputs['secretName']}"
-        elif args.typ == "alicloud:ecs/eipAddress:EipAddress":
-            state["ipAddress"] = "203.0.113.10"
-        elif args.typ == "alicloud:vpc/natGateway:NatGateway":
-            state["snatTableIds"] = "stb-1"
-        elif args.typ == "alicloud:ecs/instance:Instance":
-            state.setdefault("privateIp", "10.40.0.99")
-        return rid, state
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-        self.calls.append((args.token, dict(args.args)))
-        if args.token.endswith("/getZones:getZones"):
-            return {"ids": list(self.zones), "zones": [{"id": z} for z in self.zones]}, []
-        if args.token == "alicloud:ecs/getImages:getImages":
-            return {"ids": [IMAGE_ID], "images": []}, []
-        return {}, []
+    @property
+    def exports(self) -> dict[str, Any]:
+        return self.recording.exports
 
     def of_type(self, suffix: str) -> list[Recorded]:
         """Resources whose type token ends with `suffix` (e.g. `ecs/instance:Instance`)."""
@@ -68,6 +71,7 @@ class AliMocks(pulumi.runtime.Mocks):
 
 
 def decoded_user_data(instance: Recorded) -> str:
+    """The instance's user data as cloud-init reads it."""
     return base64.b64decode(instance.inputs["userData"]).decode()
 
 
@@ -91,23 +95,30 @@ def stand_in_renderer(plan: Any, role: str, *, head_address: str | None = None) 
     return f"#cloud-config\n# role={role} head={head_address}\nruncmd: []\n"
 
 
+def real_renderer() -> Any:
+    """The renderer the stacks use (`infragen.render.render_user_data`)."""
+    try:
+        from infragen.render import render_user_data
+    except ImportError:  # the package re-export lands with the renderer; the function lives here
+        from infragen.render.cloud_init import render_user_data
+    return render_user_data
+
+
 def run_alicloud(plan: Any, *, render: Any = stand_in_renderer, options: Any = None,
-                 zones: list[str] | None = None, **settings: Any) -> tuple[AliMocks, dict[str, Any], list[str]]:
-    """Run `build_alicloud` under fresh mocks; returns the mocks, the resolved exports and every URN."""
-    mocks = AliMocks(zones=list(zones or ZONES))
-    pulumi.runtime.set_mocks(mocks, project="infragen", stack="test", preview=False)
+                 zones: list[str] | None = None, **settings: Any) -> AliRun:
+    """Run `build_alicloud` under fresh mocks (GPU plans get a driver image unless `options` says otherwise).
+
+    Resource tests use the stand-in renderer so they test provisioning alone; user-data tests pass the real one.
+    """
     from infragen.provision.alicloud import AlicloudOptions, build_alicloud
 
-    exports: dict[str, Any] = {}
-
-    @pulumi.runtime.test
-    def program() -> pulumi.Output[Any]:
-        out = build_alicloud(plan, make_settings(**settings), options=options or AlicloudOptions(), render=render)
-        keys = list(out)
-        values = pulumi.Output.all(*[out[k] for k in keys])
-        return values.apply(lambda vals: exports.update(zip(keys, vals, strict=True)))
-
-    program()
+    if options is None:
+        options = AlicloudOptions(image_id=GPU_IMAGE_ID if plan.deployment.gpu else None)
+    recording = run_program(
+        lambda: build_alicloud(plan, make_settings(**settings), options=options, render=render),
+        call_results=call_results(list(zones or ZONES)), computed=COMPUTED)
+    if recording.errors:
+        raise RuntimeError("; ".join(recording.errors))
     monitor = pulumi.runtime.settings.get_monitor()
     urns = list(monitor.get_registered_resources()) if hasattr(monitor, "get_registered_resources") else []
-    return mocks, exports, urns
+    return AliRun(recording, urns)

@@ -1,7 +1,8 @@
 """Alibaba Cloud provisioning: `build_alicloud(plan, settings)` wires the network, secrets, nodes and LB components.
 
 Consumes a Plan and the stack settings; makes no sizing decision (counts, types and sizes are the plan's).
-GPU nodes boot a stock Ubuntu 22.04 system image; the NVIDIA driver (and the eRDMA stack) is installed by cloud-init.
+Images: CPU nodes boot the newest Ubuntu 22.04 system image. Alibaba's system images carry no NVIDIA driver and the
+rendered cloud-init installs none, so GPU nodes need `infragen:imageId` (an image with the driver; eRDMA stack too).
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ __all__ = [
     "load_alicloud_options",
 ]
 
-# "Instance user data must be encoded in Base64. The maximum size of the raw data is 32 KB."
-# (alibabacloud_ecs20140526 SDK, CreateLaunchTemplateVersion UserData docstring.)
-USER_DATA_MAX_BYTES = 32 * 1024
-# Stock system images (owner "system"), newest first; cloud-init on them installs the NVIDIA driver for GPU nodes.
+# "The size of the user data cannot exceed 16 KB before it is encoded" (Alibaba ECS doc "Use instance user data",
+# doc-detail/52012). The ECS SDK's launch-template docstring says 32 KB; the stricter figure is kept.
+USER_DATA_MAX_BYTES = 16 * 1024
+# Stock system images (owner "system"), newest first, for CPU nodes.
 IMAGE_NAME_REGEX = {"x86_64": "^ubuntu_22_04_x64", "arm64": "^ubuntu_22_04_arm64"}
 
 Renderer = Callable[..., str]
@@ -107,7 +108,7 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
         hf_token=settings.hf_token, api_key=settings.api_key, tags=tags, kms_instance_id=opts.kms_instance_id))
     compute = AliNodes(f"{prefix}-nodes", NodesArgs(
         prefix=prefix, instance_type=plan.deployment.instance_type, nodes=nodes, user_data=user_data, disks=disks,
-        image_id=opts.image_id or _image_id(plan), vswitch_ids=network.node_vswitch_ids,
+        image_id=_node_image(plan, opts), vswitch_ids=network.node_vswitch_ids,
         security_group_id=network.node_security_group_id, role_name=secrets.role_name,
         spot=plan.deployment.pricing == "spot", eri_interfaces=eri_interfaces(plan),
         low_latency_placement=plan.network.placement == "cluster", tags=tags,
@@ -154,7 +155,21 @@ def _lb_zones(plan: Plan, opts: AlicloudOptions) -> pulumi.Input[Sequence[str]]:
     return alicloud.alb.get_zones_output().ids
 
 
-def _image_id(plan: Plan) -> pulumi.Output[str]:
+def _node_image(plan: Plan, opts: AlicloudOptions) -> pulumi.Input[str]:
+    if opts.image_id:
+        return opts.image_id
+    if plan.deployment.gpu is not None:
+        # Deploying GPU nodes without a driver would boot fine and never serve: refuse up front instead.
+        extra = " and the eRDMA software stack" if plan.network.rdma == "erdma" else ""
+        raise InputError(
+            f"plan {plan.workload} runs on {plan.deployment.instance_type} GPUs, but Alibaba system images carry no "
+            "NVIDIA driver and the rendered cloud-init does not install one",
+            fix=f"pulumi config set infragen:imageId <an image with the NVIDIA driver{extra}>",
+            hint="docs/alicloud.md, section 'Images'")
+    return _system_image(plan)
+
+
+def _system_image(plan: Plan) -> pulumi.Output[str]:
     regex = IMAGE_NAME_REGEX[plan.deployment.cpu_arch]
     images = alicloud.ecs.get_images_output(owners="system", name_regex=regex, most_recent=True,
                                             instance_type=plan.deployment.instance_type)
