@@ -333,6 +333,17 @@ def test_gpu_plans_without_a_driver_image_are_refused() -> None:
     assert "infragen:imageId" in (err.value.fix or "") and "eRDMA" in (err.value.fix or "")
 
 
+def test_resources_go_to_the_plans_region() -> None:
+    mocks = run_alicloud(make_plan("single", "alicloud"))
+    (provider,) = mocks.of_type("pulumi:providers:alicloud")
+    assert provider.inputs["region"] == "cn-hangzhou"
+
+
+def test_a_stack_region_other_than_the_plans_is_refused() -> None:
+    with pytest.raises(InputError, match="alicloud:region is ap-southeast-1"):
+        run_alicloud(make_plan("single", "alicloud"), stack_config={"alicloud:region": "ap-southeast-1"})
+
+
 def test_an_aws_plan_is_refused() -> None:
     with pytest.raises(InputError, match="not alicloud"):
         run_alicloud(make_plan("single", "aws"))

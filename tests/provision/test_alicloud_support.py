@@ -105,7 +105,8 @@ def real_renderer() -> Any:
 
 
 def run_alicloud(plan: Any, *, render: Any = stand_in_renderer, options: Any = None,
-                 zones: list[str] | None = None, **settings: Any) -> AliRun:
+                 zones: list[str] | None = None, stack_config: dict[str, str] | None = None,
+                 **settings: Any) -> AliRun:
     """Run `build_alicloud` under fresh mocks (GPU plans get a driver image unless `options` says otherwise).
 
     Resource tests use the stand-in renderer so they test provisioning alone; user-data tests pass the real one.
@@ -116,7 +117,7 @@ def run_alicloud(plan: Any, *, render: Any = stand_in_renderer, options: Any = N
         options = AlicloudOptions(image_id=GPU_IMAGE_ID if plan.deployment.gpu else None)
     recording = run_program(
         lambda: build_alicloud(plan, make_settings(**settings), options=options, render=render),
-        call_results=call_results(list(zones or ZONES)), computed=COMPUTED)
+        call_results=call_results(list(zones or ZONES)), computed=COMPUTED, config=stack_config or {})
     if recording.errors:
         raise RuntimeError("; ".join(recording.errors))
     monitor = pulumi.runtime.settings.get_monitor()

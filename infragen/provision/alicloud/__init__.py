@@ -88,6 +88,16 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     renderer = render if render is not None else _default_renderer()
     prefix = name_stem(plan)
     tags = plan_tags(plan)
+    region = plan.deployment.region
+    configured = pulumi.Config("alicloud").get("region")
+    if configured and configured != region:
+        raise InputError(f"stack config alicloud:region is {configured}, plan {plan.workload} was priced in {region}",
+                         fix=f"pulumi config set alicloud:region {region}, or pin `regions: [{configured}]` in the "
+                             "workload and plan again")
+    # An explicit provider pins every resource and look-up to the plan's region.
+    provider = alicloud.Provider(f"{prefix}-alicloud", region=region)
+    in_region = pulumi.ResourceOptions(provider=provider)
+    invoke = pulumi.InvokeOptions(provider=provider)
 
     network_layout = plan_network(plan, settings.vpc_cidr)
     nodes = plan_nodes(plan, network_layout.node_cidrs)
@@ -97,29 +107,30 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
                                  max_bytes=USER_DATA_MAX_BYTES, what=f"user-data of {node.name}")
                  for node in nodes]
 
-    node_zones = _node_zones(plan, opts)
-    lb_zones = _lb_zones(plan, opts)
+    node_zones = _node_zones(plan, opts, invoke)
+    lb_zones = _lb_zones(plan, opts, invoke)
     network = AliNetwork(f"{prefix}-net", NetworkArgs(
         prefix=prefix, layout=network_layout, node_zone_ids=node_zones, lb_zone_ids=lb_zones,
         listener_ports=ports, serving_ports=serving_ports(plan), allowed_cidrs=tuple(settings.allowed_cidrs),
-        intra_cluster=plan.deployment.nodes_per_replica > 1, tags=tags))
+        intra_cluster=plan.deployment.nodes_per_replica > 1, tags=tags), in_region)
     secrets = AliSecrets(f"{prefix}-secrets", SecretsArgs(
         prefix=prefix, hf_token_name=plan.secrets.hf_token_name, api_key_name=plan.secrets.api_key_name,
-        hf_token=settings.hf_token, api_key=settings.api_key, tags=tags, kms_instance_id=opts.kms_instance_id))
+        hf_token=settings.hf_token, api_key=settings.api_key, tags=tags, kms_instance_id=opts.kms_instance_id),
+        in_region)
     compute = AliNodes(f"{prefix}-nodes", NodesArgs(
         prefix=prefix, instance_type=plan.deployment.instance_type, nodes=nodes, user_data=user_data, disks=disks,
-        image_id=_node_image(plan, opts), vswitch_ids=network.node_vswitch_ids,
+        image_id=_node_image(plan, opts, invoke), vswitch_ids=network.node_vswitch_ids,
         security_group_id=network.node_security_group_id, role_name=secrets.role_name,
         spot=plan.deployment.pricing == "spot", eri_interfaces=eri_interfaces(plan),
         low_latency_placement=plan.network.placement == "cluster", tags=tags,
-        depends_on=[secrets.policy_attachment]))
+        depends_on=[secrets.policy_attachment]), in_region)
     backends = [Backend(instance_id=compute.instance_ids[node.index], port=port)
                 for node in nodes for port in node.serving_ports]
     lb = AliLoadBalancer(f"{prefix}-lb", LoadBalancerArgs(
         prefix=prefix, kind=plan.network.load_balancer, vpc_id=network.vpc_id, vswitch_ids=network.lb_vswitch_ids,
         zone_ids=network.lb_zone_ids, security_group_id=network.lb_security_group_id, listener_port=plan.engine.port,
         backends=backends, health_path=plan.engine.health_path, idle_timeout_s=idle_timeout_s(plan), tags=tags,
-        certificate_id=settings.certificate_arn))
+        certificate_id=settings.certificate_arn), in_region)
     return {
         "endpoint": lb.endpoint,
         "load_balancer_dns": lb.dns_name,
@@ -137,25 +148,25 @@ def _head_of(node: NodeLayout, nodes: Sequence[NodeLayout]) -> str | None:
     return head.private_ip
 
 
-def _node_zones(plan: Plan, opts: AlicloudOptions) -> pulumi.Input[Sequence[str]]:
+def _node_zones(plan: Plan, opts: AlicloudOptions, invoke: pulumi.InvokeOptions) -> pulumi.Input[Sequence[str]]:
     if opts.node_zone_ids:
         return list(opts.node_zone_ids)
     found = alicloud.get_zones_output(
         available_instance_type=plan.deployment.instance_type, available_resource_creation="VSwitch",
         available_disk_category="cloud_essd", instance_charge_type="PostPaid",
-        spot_strategy="SpotAsPriceGo" if plan.deployment.pricing == "spot" else None)
+        spot_strategy="SpotAsPriceGo" if plan.deployment.pricing == "spot" else None, opts=invoke)
     return found.ids
 
 
-def _lb_zones(plan: Plan, opts: AlicloudOptions) -> pulumi.Input[Sequence[str]]:
+def _lb_zones(plan: Plan, opts: AlicloudOptions, invoke: pulumi.InvokeOptions) -> pulumi.Input[Sequence[str]]:
     if opts.lb_zone_ids:
         return list(opts.lb_zone_ids)
     if plan.network.load_balancer == "nlb":
-        return alicloud.nlb.get_zones_output().ids
-    return alicloud.alb.get_zones_output().ids
+        return alicloud.nlb.get_zones_output(opts=invoke).ids
+    return alicloud.alb.get_zones_output(opts=invoke).ids
 
 
-def _node_image(plan: Plan, opts: AlicloudOptions) -> pulumi.Input[str]:
+def _node_image(plan: Plan, opts: AlicloudOptions, invoke: pulumi.InvokeOptions) -> pulumi.Input[str]:
     if opts.image_id:
         return opts.image_id
     if plan.deployment.gpu is not None:
@@ -166,13 +177,13 @@ def _node_image(plan: Plan, opts: AlicloudOptions) -> pulumi.Input[str]:
             "NVIDIA driver and the rendered cloud-init does not install one",
             fix=f"pulumi config set infragen:imageId <an image with the NVIDIA driver{extra}>",
             hint="docs/alicloud.md, section 'Images'")
-    return _system_image(plan)
+    return _system_image(plan, invoke)
 
 
-def _system_image(plan: Plan) -> pulumi.Output[str]:
+def _system_image(plan: Plan, invoke: pulumi.InvokeOptions) -> pulumi.Output[str]:
     regex = IMAGE_NAME_REGEX[plan.deployment.cpu_arch]
     images = alicloud.ecs.get_images_output(owners="system", name_regex=regex, most_recent=True,
-                                            instance_type=plan.deployment.instance_type)
+                                            instance_type=plan.deployment.instance_type, opts=invoke)
     return images.ids.apply(lambda ids: _first_image(ids, regex, plan.deployment.instance_type))
 
 
