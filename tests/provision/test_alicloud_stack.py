@@ -339,9 +339,10 @@ def test_resources_go_to_the_plans_region() -> None:
     assert provider.inputs["region"] == "cn-hangzhou"
 
 
-def test_a_stack_region_other_than_the_plans_is_refused() -> None:
-    with pytest.raises(InputError, match="alicloud:region is ap-southeast-1"):
-        run_alicloud(make_plan("single", "alicloud"), stack_config={"alicloud:region": "ap-southeast-1"})
+def test_the_plans_region_wins_over_the_stack_config() -> None:
+    mocks = run_alicloud(make_plan("single", "alicloud"), stack_config={"alicloud:region": "ap-southeast-1"})
+    (provider,) = mocks.of_type("pulumi:providers:alicloud")
+    assert provider.inputs["region"] == "cn-hangzhou"
 
 
 def test_an_aws_plan_is_refused() -> None:

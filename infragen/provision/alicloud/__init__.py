@@ -91,9 +91,9 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     region = plan.deployment.region
     configured = pulumi.Config("alicloud").get("region")
     if configured and configured != region:
-        raise InputError(f"stack config alicloud:region is {configured}, plan {plan.workload} was priced in {region}",
-                         fix=f"pulumi config set alicloud:region {region}, or pin `regions: [{configured}]` in the "
-                             "workload and plan again")
+        # Same rule as AWS: the plan's region wins (prices and capacity were checked there).
+        pulumi.log.warn(f"alicloud:region is {configured} but plan {plan.workload} targets {region}; "
+                        f"resources are created in {region}")
     # An explicit provider pins every resource and look-up to the plan's region.
     provider = alicloud.Provider(f"{prefix}-alicloud", region=region)
     in_region = pulumi.ResourceOptions(provider=provider)
