@@ -214,6 +214,9 @@ def convert_aws(
             }))
         prices += extra_prices.get(itype, [])
         clock_mhz = _num(r["cpu_sustained_clock_mhz"])
+        spec = dict(supplements.get("aws_specs", {}).get(itype, {}))
+        if spec:
+            source += "; " + spec.pop("source")
         out.append(_clean({
             "id": itype,
             "cloud": "aws",
@@ -239,6 +242,7 @@ def convert_aws(
             "prices": prices,
             "source": source,
             "notes": "local_nvme_gib converted from the API's GB (TotalSizeInGB)." if local_gb else "",
+            **spec,
         }))
     return out, conflicts
 
