@@ -1,0 +1,49 @@
+"""Alibaba stacks with the real cloud-init renderer: the user data each instance gets is the plan's, secret-free,
+small enough for ECS, and tells multi-node workers the head's fixed address."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from infragen.provision.alicloud import USER_DATA_MAX_BYTES
+from tests.plan_factory import SENTINEL_SECRET, make_plan
+from tests.provision.test_alicloud_support import SENTINEL_HF, AliRun, decoded_user_data, real_renderer, run_alicloud
+
+KINDS = ["single", "packed", "tp", "multinode", "cpu"]
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def rendered(request: pytest.FixtureRequest) -> tuple[str, AliRun]:
+    plan = make_plan(request.param, "alicloud")
+    return request.param, run_alicloud(plan, render=real_renderer())
+
+
+def test_user_data_is_cloud_config_without_secrets(rendered: tuple[str, AliRun]) -> None:
+    kind, run = rendered
+    plan = make_plan(kind, "alicloud")  # type: ignore[arg-type]
+    instances = run.of_type("ecs/instance:Instance")
+    assert len(instances) == plan.deployment.nodes
+    for inst in instances:
+        text = decoded_user_data(inst)
+        assert text.startswith("#cloud-config"), inst.name
+        assert isinstance(yaml.safe_load(text), dict), inst.name
+        assert len(text.encode()) <= USER_DATA_MAX_BYTES, f"{inst.name}: {len(text.encode())} bytes"
+        assert SENTINEL_HF not in text and SENTINEL_SECRET not in text, f"{inst.name} user data carries a secret"
+        # The node reads the secrets by the names the KMS secrets were created with.
+        assert plan.secrets.hf_token_name in text and plan.secrets.api_key_name in text, inst.name
+    kms_names = {r.inputs["secretName"] for r in run.of_type("kms/secret:Secret")}
+    assert kms_names == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+
+
+def test_multinode_workers_are_told_the_heads_fixed_address() -> None:
+    plan = make_plan("multinode", "alicloud")
+    run = run_alicloud(plan, render=real_renderer())
+    instances = run.of_type("ecs/instance:Instance")
+    (head,) = [i for i in instances if i.inputs["tags"]["infragen:role"] == "head"]
+    head_ip = head.inputs["privateIp"]
+    for inst in instances:
+        assert head_ip in decoded_user_data(inst), f"{inst.name} does not know the head at {head_ip}"
+    worker_text = decoded_user_data(next(i for i in instances if i is not head))
+    head_text = decoded_user_data(head)
+    assert worker_text != head_text, "head and worker got the same user data"
