@@ -34,21 +34,9 @@ def main(project_root: Path = PROJECT_ROOT) -> dict[str, Any]:
     """Build the stack; returns its exports."""
     try:
         settings = load_settings(project_root)
-        plan = resolve_plan(settings)
-        _warn_on_region_mismatch(plan)
-        return build_stack(plan, settings)
+        return build_stack(resolve_plan(settings), settings)
     except InfragenError as err:
         raise pulumi.RunError(err.render()) from None
-
-
-def _warn_on_region_mismatch(plan: Plan) -> None:
-    # The plan's region wins (prices and capacity were checked there); a different aws:region is a slip.
-    if plan.deployment.cloud != "aws":
-        return
-    stack_region = pulumi.Config("aws").get("region")
-    if stack_region and stack_region != plan.deployment.region:
-        pulumi.log.warn(f"aws:region is {stack_region} but the plan targets {plan.deployment.region}; "
-                        f"resources are created in {plan.deployment.region}")
 
 
 if __name__ == "__main__":

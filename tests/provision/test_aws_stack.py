@@ -338,3 +338,12 @@ def test_build_stack_dispatches_and_adds_plan_exports() -> None:
     assert rec.exports["instance_type"] == "c7i.4xlarge" and rec.exports["replicas"] == 2
     assert rec.exports["monthly_cost_usd"] == round(plan.cost.usd_per_month, 2)
     assert rec.exports["endpoint"].startswith("http://") and rec.exports["endpoint"].endswith(".elb.mock")
+
+
+def test_plan_region_wins_over_stack_region() -> None:
+    plan = make_plan("cpu", "aws")
+    rec = run_program(lambda: build_aws(plan, make_settings(), render_user_data=fake_renderer(plan)),
+                      call_results=AWS_CALLS, computed=AWS_COMPUTED, config={"aws:region": "eu-west-1"})
+    assert rec.one("pulumi:providers:aws").inputs["region"] == "us-east-1"
+    custom = list(rec.custom_resources())
+    assert custom and all(r.type.startswith("aws:") for r in custom)

@@ -39,6 +39,11 @@ def build_aws(plan: Plan, settings: StackSettings, *,
     """
     if plan.deployment.cloud != "aws":
         raise ValueError(f"build_aws got a plan for {plan.deployment.cloud!r}")
+    configured = pulumi.Config("aws").get("region")
+    if configured and configured != plan.deployment.region:
+        # The plan's region wins (prices and capacity were checked there); the explicit provider pins it.
+        pulumi.log.warn(f"aws:region is {configured} but plan {plan.workload} targets {plan.deployment.region}; "
+                        f"resources are created in {plan.deployment.region}")
     renderer = render_user_data or _default_renderer(plan)
     stem = name_stem(plan)
     tags = plan_tags(plan)
