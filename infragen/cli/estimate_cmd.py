@@ -139,11 +139,6 @@ def estimate(
     fmt: str,
 ) -> None:
     """Predict what vLLM or llama.cpp does with one model on one machine under one load."""
-    from infragen.catalog import load_catalog
-    from infragen.catalog.models import resolve_model
-    from infragen.sizing.estimate import estimate as run_estimate
-    from infragen.sizing.hardware import hardware_from_gpu, hardware_from_instance, load_hardware_file
-
     chosen = [name for name, value in (("--gpu", gpu), ("--instance", instance), ("--hardware", hardware_file))
               if value is not None]
     if len(chosen) != 1:
@@ -152,6 +147,11 @@ def estimate(
     if gpus is not None and gpu is None:
         raise InputError("--gpus goes with --gpu")
     concurrency = _concurrency(concurrency_text)
+    from infragen.catalog import load_catalog
+    from infragen.catalog.models import resolve_model
+    from infragen.sizing.estimate import estimate as run_estimate
+    from infragen.sizing.hardware import hardware_from_gpu, hardware_from_instance, load_hardware_file
+
     catalog = load_catalog()
     model = resolve_model(model_name, base_dir=Path.cwd(), where="--model")
     if gpu is not None:

@@ -318,12 +318,19 @@ def vllm_memory(
     pp: int,
     gpu_memory_utilization: float,
     fp8_scope: str = "all-linear",
+    profile_tokens: int | None = None,
+    count_cuda_graphs: bool = True,
 ) -> VllmMemory:
-    """Split `gpu_memory_utilization x total memory` of one GPU into weights, overheads and KV blocks."""
+    """Split `gpu_memory_utilization x total memory` of one GPU into weights, overheads and KV blocks.
+
+    `profile_tokens` overrides the profiling batch (vLLM 0.5 without chunked prefill used max_model_len);
+    `count_cuda_graphs=False` models releases that captured CUDA graphs outside the KV budget (vLLM 0.5).
+    """
     c = load_constants().vllm_memory
     weights = weight_bytes_per_gpu(model, precision, tp, pp, fp8_scope)
-    act = activation_peak_bytes(model, tp, c.max_num_batched_tokens, c.max_num_seqs)
-    fixed = c.non_torch_gib * GIB + c.cuda_graph_gib * GIB + (c.nccl_gib * GIB if tp * pp > 1 else 0.0)
+    act = activation_peak_bytes(model, tp, profile_tokens or c.max_num_batched_tokens, c.max_num_seqs)
+    graphs = c.cuda_graph_gib * GIB if count_cuda_graphs else 0.0
+    fixed = c.non_torch_gib * GIB + graphs + (c.nccl_gib * GIB if tp * pp > 1 else 0.0)
     overhead = act + fixed
     budget = gpu_memory_utilization * memory_per_gpu_gib * GIB
     kv_budget = budget - weights - overhead
