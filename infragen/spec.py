@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from infragen.architecture import ModelArchitecture
+from infragen.errors import InputError
 
 SPEC_SCHEMA_VERSION = 1
 
@@ -34,7 +36,20 @@ Pricing = Literal["on-demand", "spot"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # strict: YAML already types its scalars, so `true` is not 1 and "5" is not 5; no inf/nan figures.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True, allow_inf_nan=False
+    )
+
+
+def conflict(field: str, message: str) -> PydanticCustomError:
+    """A cross-field error reported at `field` (validation.py appends it to the error's location)."""
+    return PydanticCustomError("conflict", message, {"field": field})
+
+
+def _as_list(value: Any) -> Any:
+    """Let a single string stand for a one-item list (`regions: us-east-1`)."""
+    return [value] if isinstance(value, str) else value
 
 
 class TrafficSpec(_Strict):
@@ -55,13 +70,21 @@ class TrafficSpec(_Strict):
     @model_validator(mode="after")
     def _one_load_measure(self) -> TrafficSpec:
         if self.peak_requests_per_s is None and self.concurrent_users is None:
-            raise ValueError("give `peak_requests_per_s` or `concurrent_users` (the peak load to size for)")
+            raise conflict(
+                "peak_requests_per_s",
+                "give `peak_requests_per_s` or `concurrent_users` (the peak load to size for)",
+            )
         if self.peak_requests_per_s is not None and self.concurrent_users is not None:
-            raise ValueError("give only one of `peak_requests_per_s` and `concurrent_users`, not both")
+            raise conflict(
+                "concurrent_users",
+                "give only one of `peak_requests_per_s` (open loop) and `concurrent_users` (closed loop), not both",
+            )
         if self.max_context_tokens is not None and self.max_context_tokens < self.prompt_tokens + self.output_tokens:
-            raise ValueError(
-                f"max_context_tokens ({self.max_context_tokens}) is below prompt_tokens + output_tokens "
-                f"({self.prompt_tokens + self.output_tokens}); raise it or shorten the requests"
+            raise conflict(
+                "max_context_tokens",
+                f"{self.max_context_tokens} is below prompt_tokens + output_tokens "
+                f"({self.prompt_tokens} + {self.output_tokens} = {self.prompt_tokens + self.output_tokens}); "
+                "raise it or shorten the requests",
             )
         return self
 
@@ -84,6 +107,11 @@ class FamilyFilter(_Strict):
     """Only these families (empty = every family in the catalog)."""
     deny: list[str] = Field(default_factory=list)
     """Never these families."""
+
+    @field_validator("allow", "deny", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _as_list(value)
 
 
 class WorkloadSpec(_Strict):
@@ -130,14 +158,30 @@ class WorkloadSpec(_Strict):
     port: int = Field(default=8000, ge=1024, le=65535)
     """Port the engine listens on inside the private network (the load balancer forwards to it)."""
 
+    @field_validator("model", mode="before")
+    @classmethod
+    def _model_kind(cls, value: Any) -> Any:
+        if isinstance(value, str | dict | ModelArchitecture):
+            return value
+        raise PydanticCustomError(
+            "model_kind",
+            "expected a registry name (`llama-3.1-8b`, see `infragen models`), a path to a Hugging Face "
+            "config.json, or an architecture mapping; found {kind} {value}",
+            {"kind": type(value).__name__, "value": repr(value)[:40]},
+        )
+
     @field_validator("precision", mode="before")
     @classmethod
     def _precision_list(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [value.lower()]
+        value = _as_list(value)
         if isinstance(value, list):
             return [v.lower() if isinstance(v, str) else v for v in value]
         return value
+
+    @field_validator("regions", mode="before")
+    @classmethod
+    def _regions_list(cls, value: Any) -> Any:
+        return _as_list(value)
 
     @field_validator("precision")
     @classmethod
@@ -150,23 +194,52 @@ class WorkloadSpec(_Strict):
     def _consistent(self) -> WorkloadSpec:
         gguf = [p for p in self.precision if p in GGUF_PRECISIONS]
         if self.engine == "vllm" and gguf:
-            raise ValueError(
-                f"precision {gguf[0]!r} is a GGUF quant type, which infragen serves with llama.cpp only; "
-                "use bf16/fp16/fp8/int8/int4-awq/int4-gptq with vllm, or set engine: llama.cpp"
+            raise conflict(
+                "precision",
+                f"{gguf[0]!r} is a GGUF quant type, which infragen serves with llama.cpp only, but engine is vllm; "
+                "use bf16/fp16/fp8/int8/int4-awq/int4-gptq with vllm, or set engine: llama.cpp (or auto)",
             )
         if self.engine == "llama.cpp":
             bad = [p for p in self.precision if p not in LLAMA_CPP_PRECISIONS]
             if bad:
-                raise ValueError(
-                    f"llama.cpp cannot load {bad[0]!r} weights; it takes GGUF files: "
+                raise conflict(
+                    "precision",
+                    f"llama.cpp cannot load {bad[0]!r} weights (engine is llama.cpp); it takes GGUF files: "
                     + ", ".join(sorted(LLAMA_CPP_PRECISIONS))
+                    + "; pick one of those or set engine: vllm (or auto)",
                 )
         if self.kv_cache_dtype == "fp8" and self.engine == "llama.cpp":
-            raise ValueError("kv_cache_dtype fp8 is a vLLM option; llama.cpp keeps its KV cache in f16")
+            raise conflict(
+                "kv_cache_dtype",
+                "fp8 is a vLLM option, but engine is llama.cpp, which keeps its KV cache in f16; "
+                "use kv_cache_dtype: auto or engine: vllm",
+            )
+        if self.engine == "auto" and self.kv_cache_dtype == "fp8" and all(p in GGUF_PRECISIONS for p in self.precision):
+            raise conflict(
+                "kv_cache_dtype",
+                "fp8 is a vLLM option, but every listed precision is a GGUF type, which only llama.cpp serves; "
+                "use kv_cache_dtype: auto or add a vLLM precision",
+            )
         fams = set(self.instance_families.allow) & set(self.instance_families.deny)
         if fams:
-            raise ValueError(f"instance_families: {sorted(fams)} both allowed and denied")
+            raise conflict("instance_families", f"{sorted(fams)} both allowed and denied")
         return self
+
+    def check_model(self, model: ModelArchitecture, *, path: Path | str) -> None:
+        """Contradictions between this spec and the resolved model (InputError naming file and field)."""
+        ctx = self.traffic.max_context_tokens
+        limit = model.max_position_embeddings
+        name = model.id if model.id != "custom" else (model.display_name or "the model")
+        if ctx is not None and ctx > limit:
+            raise InputError(
+                f"{path}: traffic.max_context_tokens: {ctx} exceeds {name}'s context of {limit} tokens; "
+                f"lower it to at most {limit} or pick a model with a longer context"
+            )
+        need = self.traffic.prompt_tokens + self.traffic.output_tokens
+        if ctx is None and need > limit:
+            raise InputError(
+                f"{path}: traffic: prompt_tokens + output_tokens ({need}) exceed {name}'s context of {limit} tokens"
+            )
 
     # Derived views (no data lookups)
     def engines(self) -> tuple[Engine, ...]:

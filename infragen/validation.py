@@ -17,8 +17,50 @@ from infragen.errors import InputError
 M = TypeVar("M", bound=BaseModel)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys (PyYAML would silently keep the last one)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        try:
+            duplicate = key in seen
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, "found an unhashable key", key_node.start_mark
+            ) from None
+        if duplicate:
+            first = seen[key].start_mark
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first given on line {first.line + 1})", key_node.start_mark
+            )
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_yaml_text(text: str, path: Path | str) -> Any:
+    """Parse YAML (or JSON) text; failures are InputErrors with file, line and column."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: plain data only
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise InputError(f"{path}: malformed YAML at {where}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: malformed YAML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: malformed YAML: nested too deeply") from None
+
+
 def load_yaml_file(path: Path) -> Any:
-    """Parse YAML (or JSON) with file, line and column in the error."""
+    """Read and parse a YAML (or JSON) file with file, line and column in the error."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -27,15 +69,7 @@ def load_yaml_file(path: Path) -> Any:
         raise InputError(f"{path}: is a directory, expected a YAML file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read: {exc}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise InputError(f"{path}: malformed YAML at {where}: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: malformed YAML: {exc}") from None
+    return parse_yaml_text(text, path)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -74,34 +108,69 @@ def _first_model(ann: Any) -> Any:
     return None
 
 
-def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
-    loc = tuple(x for x in err["loc"] if x not in {"str", "ModelArchitecture", "list[literal[...]]"})
+_UNION_TAGS = {"str", "ModelArchitecture", "list[literal[...]]", "constrained-str"}
+_TYPE_ERRORS = {
+    "int_type", "int_parsing", "int_from_float", "float_type", "float_parsing", "bool_type", "bool_parsing",
+    "string_type", "list_type", "literal_error", "none_required",
+}
+
+
+def _given(value: Any) -> str:
+    text = repr(value)
+    kind = type(value).__name__
+    if isinstance(value, dict | list):
+        return f"a {kind} {text[:40]}{'...' if len(text) > 40 else ''}"
+    return f"{kind} {text[:40]}{'...' if len(text) > 40 else ''}"
+
+
+def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
+    """(location, message) for one pydantic error."""
+    loc = tuple(x for x in err["loc"] if x not in _UNION_TAGS)
+    ctx = err.get("ctx") or {}
     kind = err["type"]
+    if kind == "conflict" and ctx.get("field"):
+        loc = (*loc, ctx["field"])
     if kind == "extra_forbidden":
         name = str(loc[-1]) if loc else "?"
         allowed = _fields_at(model, loc)
         close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         allowed_txt = f" Allowed here: {', '.join(allowed)}." if allowed else ""
-        return f"{_loc(loc)}: unknown field{hint}{allowed_txt}"
+        return loc, f"{_loc(loc)}: unknown field{hint}{allowed_txt}"
     msg = err["msg"]
     if kind in {"literal_error", "enum"}:
         given = err.get("input")
-        expected = err.get("ctx", {}).get("expected", "")
-        options = [o.strip().strip("'") for o in expected.replace(" or ", ",").split(",") if o.strip()]
+        expected = ctx.get("expected", "")
+        options = [o.strip().strip("'") for o in str(expected).replace(" or ", ",").split(",") if o.strip()]
         close = difflib.get_close_matches(str(given).lower(), options, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{_loc(loc)}: {given!r} is not allowed{hint} (allowed: {expected})"
+        return loc, f"{_loc(loc)}: {given!r} is not allowed{hint} (allowed: {expected})"
+    if kind in {"model_type", "model_attributes_type", "dict_type"}:
+        return loc, f"{_loc(loc)}: expected a mapping of fields (`key: value` lines), found {_given(err.get('input'))}"
+    if kind == "missing":
+        return loc, f"{_loc(loc)}: required field missing"
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
-    return f"{_loc(loc)}: {msg}"
+    if kind in _TYPE_ERRORS or kind.endswith(("_type", "_parsing")):
+        msg = f"{msg}, found {_given(err.get('input'))}"
+    elif kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}:
+        msg = f"{msg}, found {err.get('input')!r}"
+    return loc, f"{_loc(loc)}: {msg}"
 
 
 def validation_message(path: Path | str, exc: ValidationError, model: type[BaseModel]) -> str:
     """One paragraph: `file: field: problem; field: problem`."""
+    described = [_describe(err, model) for err in exc.errors(include_url=False)]
+    # A misspelt field also shows up as the real one missing; the "did you mean" line covers both.
+    suggested = {
+        (*loc[:-1], line.split("did you mean '")[1].split("'")[0])
+        for loc, line in described
+        if "unknown field; did you mean '" in line
+    }
     seen: list[str] = []
-    for err in exc.errors(include_url=False):
-        line = _describe(err, model)
+    for loc, line in described:
+        if line.endswith("required field missing") and loc in suggested:
+            continue
         if line not in seen:
             seen.append(line)
     # A str|Model union reports the same mistake twice (once per member); keep the more useful one.

@@ -18,6 +18,7 @@ def validate(workload: Path) -> None:
 
     spec = load_spec(workload)
     arch = resolve_model(spec.model, base_dir=workload.parent, where=f"{workload}: model")
+    spec.check_model(arch, path=workload)
     click.echo(f"{workload}: ok ({arch.display_name or arch.id}, precision {', '.join(spec.precision)})")
 
 
@@ -38,17 +39,22 @@ def models(fmt: str) -> None:
         {
             "id": m.id,
             "name": m.display_name,
+            "family": m.family,
+            "attention": m.attention_kind,
             "params_b": round(m.total_params() / 1e9, 2),
             "active_params_b": round(m.active_params() / 1e9, 2),
-            "context": m.max_position_embeddings,
+            "context_tokens": m.max_position_embeddings,
             "hf_repo": m.hf_repo,
+            "aliases": list(m.aliases),
         }
         for m in registry.values()
     ]
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    header = f"{'id':<24} {'params_b':>9} {'active_b':>9} {'context':>8}  hf_repo"
-    click.echo(header)
+    click.echo(f"{'id':<18} {'family':<12} {'attn':<4} {'params_b':>9} {'active_b':>9} {'context':>8}  hf_repo")
     for r in rows:
-        click.echo(f"{r['id']:<24} {r['params_b']:>9} {r['active_params_b']:>9} {r['context']:>8}  {r['hf_repo'] or ''}")
+        click.echo(
+            f"{r['id']:<18} {r['family']:<12} {r['attention']:<4} {r['params_b']:>9} {r['active_params_b']:>9} "
+            f"{r['context_tokens']:>8}  {r['hf_repo'] or ''}"
+        )
