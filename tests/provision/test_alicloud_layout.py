@@ -15,6 +15,7 @@ from infragen.provision.alicloud.layout import (
     ESSD_MIN_GIB,
     eri_interfaces,
     idle_timeout_s,
+    internet_download_s,
     plan_disks,
     plan_network,
     plan_nodes,
@@ -135,3 +136,11 @@ def test_no_eri_without_erdma() -> None:
 def test_idle_timeout_within_alb_range(planned: int, expected: int) -> None:
     plan = _plan_with(make_plan("single", "alicloud"), network={"idle_timeout_s": planned})
     assert idle_timeout_s(plan) == expected
+
+
+def test_internet_download_time_at_the_nat_eip_cap() -> None:
+    plan = make_plan("tp", "alicloud")  # 131.4 GiB of weights from Hugging Face
+    seconds = internet_download_s(plan)
+    assert seconds == pytest.approx(131.4 * 1024**3 * 8 / 200e6)
+    oss = _plan_with(plan, model={"weights_source": "oss", "weights_uri": "oss://bucket/llama-70b"})
+    assert internet_download_s(oss) is None

@@ -18,9 +18,11 @@ from infragen.errors import InputError
 from infragen.plan import Plan
 from infragen.provision.alicloud.compute import AliNodes, NodesArgs
 from infragen.provision.alicloud.layout import (
+    NAT_EIP_BANDWIDTH_MBIT_S,
     NodeLayout,
     eri_interfaces,
     idle_timeout_s,
+    internet_download_s,
     plan_disks,
     plan_network,
     plan_nodes,
@@ -94,6 +96,12 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
         # Same rule as AWS: the plan's region wins (prices and capacity were checked there).
         pulumi.log.warn(f"alicloud:region is {configured} but plan {plan.workload} targets {region}; "
                         f"resources are created in {region}")
+    download_s = internet_download_s(plan)
+    if download_s is not None and download_s > plan.network.health_check_grace_s:
+        pulumi.log.warn(f"{plan.model.weights_gib:.0f} GiB of weights through the NAT EIP "
+                        f"({NAT_EIP_BANDWIDTH_MBIT_S} Mbit/s) take at least {download_s / 60:.0f} min per node, more "
+                        f"than the plan's {plan.network.health_check_grace_s} s load allowance; stage them in OSS "
+                        "(weights: oss://...) to load over the internal network")
     # An explicit provider pins every resource and look-up to the plan's region.
     provider = alicloud.Provider(f"{prefix}-alicloud", region=region)
     in_region = pulumi.ResourceOptions(provider=provider)

@@ -12,6 +12,7 @@ from typing import Literal
 
 from infragen.errors import InputError
 from infragen.plan import Plan
+from infragen.units import GIB
 
 Role = Literal["replica", "head", "worker"]
 
@@ -38,6 +39,8 @@ ERI_INTERFACES: dict[str, int] = {
 
 # ALB listeners accept an idle timeout of 0~600 s (pulumi-alicloud 4.0.0 alb.Listener `idle_timeout`).
 ALB_MAX_IDLE_TIMEOUT_S = 600
+# The NAT gateway's EIP is pay-as-you-go, pay-by-traffic: 1~200 Mbit/s (pulumi-alicloud 4.0.0 ecs.EipAddress docs).
+NAT_EIP_BANDWIDTH_MBIT_S = 200
 # A vSwitch keeps its first and last three addresses (Alibaba VPC docs); fixed head IPs start past them.
 HEAD_HOST_OFFSET = 10
 # Node vSwitches: at most two zones for the nodes; the ALB always gets two zones of its own.
@@ -173,6 +176,14 @@ def eri_interfaces(plan: Plan) -> int:
     if plan.network.rdma != "erdma":
         return 0
     return ERI_INTERFACES.get(plan.deployment.instance_type, 1)
+
+
+def internet_download_s(plan: Plan) -> float | None:
+    """Least time to fetch the weights from the internet through the NAT EIP; None when they come from OSS
+    (internal endpoint, not through the NAT)."""
+    if plan.model.weights_source == "oss":
+        return None
+    return plan.model.weights_gib * GIB * 8 / (NAT_EIP_BANDWIDTH_MBIT_S * 1e6)
 
 
 def idle_timeout_s(plan: Plan) -> int:

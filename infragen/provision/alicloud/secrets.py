@@ -57,7 +57,10 @@ class AliSecrets(pulumi.ComponentResource):
             secrets.append(alicloud.kms.Secret(
                 f"{name}-{key}", secret_name=secret_name, secret_data=pulumi.Output.secret(value),
                 secret_data_type="text", version_id="v1", description=f"infragen {args.prefix} {key}",
-                dkms_instance_id=args.kms_instance_id, force_delete_without_recovery=False, tags=tags,
+                dkms_instance_id=args.kms_instance_id,
+                # Delete at once on destroy: the values stay in the stack's secret config, and a secret pending
+                # deletion would block re-creating the same name on the next `pulumi up`.
+                force_delete_without_recovery=True, tags=tags,
                 opts=pulumi.ResourceOptions(parent=self, additional_secret_outputs=["secret_data"])))
         self.secret_arns = [s.arn for s in secrets]
 
