@@ -340,9 +340,11 @@ def test_resources_go_to_the_plans_region() -> None:
 
 
 def test_the_plans_region_wins_over_the_stack_config() -> None:
-    mocks = run_alicloud(make_plan("single", "alicloud"), stack_config={"alicloud:region": "ap-southeast-1"})
+    mocks = run_alicloud(make_plan("single", "alicloud"),
+                         stack_config={"alicloud:region": "ap-southeast-1", "alicloud:profile": "ops"})
     (provider,) = mocks.of_type("pulumi:providers:alicloud")
     assert provider.inputs["region"] == "cn-hangzhou"
+    assert provider.inputs["profile"] == "ops", "stack credentials config must reach the explicit provider"
 
 
 def test_an_aws_plan_is_refused() -> None:

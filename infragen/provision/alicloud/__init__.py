@@ -102,8 +102,13 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
                         f"({NAT_EIP_BANDWIDTH_MBIT_S} Mbit/s) take at least {download_s / 60:.0f} min per node, more "
                         f"than the plan's {plan.network.health_check_grace_s} s load allowance; stage them in OSS "
                         "(weights: oss://...) to load over the internal network")
-    # An explicit provider pins every resource and look-up to the plan's region.
-    provider = alicloud.Provider(f"{prefix}-alicloud", region=region)
+    # An explicit provider pins every resource and look-up to the plan's region. Explicit providers do not read
+    # the `alicloud:*` stack config, so credentials set there are passed on (env vars are read by the plugin).
+    cloud_cfg = pulumi.Config("alicloud")
+    provider = alicloud.Provider(
+        f"{prefix}-alicloud", region=region, profile=cloud_cfg.get("profile"),
+        access_key=cloud_cfg.get("accessKey"), secret_key=cloud_cfg.get_secret("secretKey"),
+        security_token=cloud_cfg.get_secret("securityToken"))
     in_region = pulumi.ResourceOptions(provider=provider)
     invoke = pulumi.InvokeOptions(provider=provider)
 
