@@ -18,6 +18,7 @@ from infragen.provision.aws.layout import (
     USER_DATA_MAX_BYTES,
     efa_interfaces,
     encode_user_data,
+    idle_timeout_s,
     image_parameter,
     replica_groups,
     subnet_cidrs,
@@ -181,3 +182,12 @@ def test_check_secret_free() -> None:
     assert check_secret_free("#cloud-config\n", ["s3cr3t", ""]) == "#cloud-config\n"
     with pytest.raises(SecretLeakError):
         check_secret_free("#cloud-config\nkey: s3cr3t\n", ["s3cr3t"])
+
+
+def test_idle_timeout_range_depends_on_lb_kind() -> None:
+    plan = make_plan("single", "aws")
+    assert idle_timeout_s(plan) == plan.network.idle_timeout_s
+    with pytest.raises(InputError, match="ALB range 1-4000"):
+        idle_timeout_s(with_updates(plan, "network", idle_timeout_s=5000))
+    with pytest.raises(InputError, match="NLB range 60-6000"):
+        idle_timeout_s(with_updates(plan, "network", idle_timeout_s=30, load_balancer="nlb"))

@@ -24,6 +24,7 @@ from tests.provision.conftest import (
     AWS_COMPUTED,
     HF_SENTINEL,
     MOCK_AMI,
+    PROJECT_ROOT,
     fake_renderer,
     make_settings,
 )
@@ -44,10 +45,24 @@ def run_aws(plan: Plan, **settings: Any) -> Recording:
                        call_results=AWS_CALLS, computed=AWS_COMPUTED)
 
 
-@pytest.fixture(scope="module", params=[*KINDS, "single-spot", "multinode-spot"])
+EXAMPLES = ["team-chatbot", "enterprise-70b", "multinode-405b", "cpu-edge"]
+
+
+def example_plan(name: str) -> Plan:
+    sizing = pytest.importorskip("infragen.sizing")
+    if not hasattr(sizing, "plan_file"):
+        pytest.skip("planner entry point infragen.sizing.plan_file not available yet")
+    return sizing.plan_file(PROJECT_ROOT / "examples" / f"{name}.yaml")
+
+
+@pytest.fixture(scope="module", params=[*KINDS, "single-spot", "multinode-spot", *(f"example:{e}" for e in EXAMPLES)])
 def stack(request: pytest.FixtureRequest) -> tuple[Plan, Recording]:
-    kind, _, spot = request.param.partition("-")
-    plan = make_plan(kind, "aws", spot=bool(spot))
+    """Factory plans of every shape, and the plans of the four AWS example workloads."""
+    if request.param.startswith("example:"):
+        plan = example_plan(request.param.removeprefix("example:"))
+    else:
+        kind, _, spot = request.param.partition("-")
+        plan = make_plan(kind, "aws", spot=bool(spot))
     rec = run_aws(plan)
     assert not rec.errors, rec.errors
     return plan, rec
@@ -82,8 +97,9 @@ def test_launch_templates_use_plan_instance_and_image(stack: tuple[Plan, Recordi
         assert lt.inputs["instanceType"] == plan.deployment.instance_type, lt.name
         assert lt.inputs["imageId"] == MOCK_AMI, lt.name
     asked = [args["name"] for token, args in rec.calls if token == "aws:ssm/getParameter:getParameter"]
-    expected = ("/aws/service/deeplearning/ami/x86_64/" if plan.deployment.gpu
-                else "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/")
+    arch = plan.deployment.cpu_arch
+    expected = (f"/aws/service/deeplearning/ami/{arch}/" if plan.deployment.gpu else
+                f"/aws/service/canonical/ubuntu/server/22.04/stable/current/{'amd64' if arch == 'x86_64' else arch}/")
     assert asked and all(name.startswith(expected) for name in asked), asked
 
 
@@ -131,14 +147,20 @@ def test_health_checks_and_grace(stack: tuple[Plan, Recording]) -> None:
 def test_load_balancer_matches_plan(stack: tuple[Plan, Recording]) -> None:
     plan, rec = stack
     lb = rec.one("aws:lb/loadBalancer:LoadBalancer")
-    assert lb.inputs["loadBalancerType"] == "application"
+    alb = plan.network.load_balancer == "alb"
+    assert lb.inputs["loadBalancerType"] == ("application" if alb else "network")
     assert lb.inputs["internal"] is False
-    assert lb.inputs["idleTimeout"] == plan.network.idle_timeout_s
     assert len(lb.inputs["subnets"]) >= 2
+    public = {s.name + "-id" for s in rec.of_type("aws:ec2/subnet:Subnet") if "public" in s.name}
+    assert set(lb.inputs["subnets"]) == public
     listener = rec.one("aws:lb/listener:Listener")
     assert listener.inputs["port"] == 80
-    forwarded = listener.inputs["defaultActions"][0]["forward"]["targetGroups"]
-    assert len(forwarded) == len(engine_ports(plan))
+    if alb:
+        assert lb.inputs["idleTimeout"] == plan.network.idle_timeout_s
+        forwarded = listener.inputs["defaultActions"][0]["forward"]["targetGroups"]
+        assert len(forwarded) == len(engine_ports(plan))
+    else:
+        assert listener.inputs["tcpIdleTimeoutSeconds"] == plan.network.idle_timeout_s
     if plan.deployment.nodes_per_replica > 1:
         attachments = rec.of_type("aws:lb/targetGroupAttachment:TargetGroupAttachment")
         assert len(attachments) == plan.deployment.replicas * len(engine_ports(plan))

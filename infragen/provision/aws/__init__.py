@@ -16,6 +16,7 @@ from infragen.provision.aws.compute import Compute, ComputeArgs, UserDataRendere
 from infragen.provision.aws.layout import (
     USER_DATA_MAX_BYTES,
     Role,
+    idle_timeout_s,
     is_multinode,
     subnet_cidrs,
     target_ports,
@@ -64,7 +65,7 @@ def build_aws(plan: Plan, settings: StackSettings, *,
     lb = LoadBalancer(stem, LoadBalancerArgs(
         kind=kind, vpc_id=network.vpc.id, public_subnet_ids=[s.id for s in network.public_subnets],
         security_group_id=network.lb_sg.id, target_ports=ports, health_path=plan.engine.health_path,
-        idle_timeout_s=plan.network.idle_timeout_s, certificate_arn=settings.certificate_arn, tags=tags), opts)
+        idle_timeout_s=idle_timeout_s(plan), certificate_arn=settings.certificate_arn, tags=tags), opts)
     compute = Compute(stem, ComputeArgs(
         plan=plan, subnets=subnet_cidrs(settings.vpc_cidr), private_subnet_ids=[s.id for s in network.private_subnets],
         node_security_group_id=network.node_sg.id,

@@ -39,6 +39,10 @@ DATA_DEVICE_NAME = "/dev/sdf"
 USER_DATA_MAX_BYTES = 16 * 1024
 #: An ALB forward action takes at most 5 target groups (ELB quotas: "Target Groups per Action", not adjustable).
 ALB_MAX_TARGET_GROUPS_PER_ACTION = 5
+#: Idle timeout ranges, seconds: ALB `idle_timeout` 1-4000 and NLB TCP listener `tcp_idle_timeout_seconds`
+#: 60-6000 (ELB user guides, "Connection idle timeout").
+ALB_IDLE_TIMEOUT_RANGE_S = (1, 4000)
+NLB_IDLE_TIMEOUT_RANGE_S = (60, 6000)
 #: First host offset used for fixed head IPs inside a subnet (AWS reserves the first four addresses).
 HEAD_IP_OFFSET = 10
 
@@ -155,6 +159,16 @@ def target_ports(plan: Plan) -> list[int]:
             fix="plan fewer, larger replicas per node",
         )
     return ports
+
+
+def idle_timeout_s(plan: Plan) -> int:
+    """The plan's LB idle timeout, checked against what the load balancer kind accepts."""
+    low, high = ALB_IDLE_TIMEOUT_RANGE_S if plan.network.load_balancer == "alb" else NLB_IDLE_TIMEOUT_RANGE_S
+    value = plan.network.idle_timeout_s
+    if not low <= value <= high:
+        raise InputError(f"plan's idle_timeout_s {value} is outside the {plan.network.load_balancer.upper()} "
+                         f"range {low}-{high} s")
+    return value
 
 
 def image_parameter(plan: Plan) -> str:
