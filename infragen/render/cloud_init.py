@@ -1,0 +1,296 @@
+"""Render a Plan into cloud-init user-data: jinja2 templates (StrictUndefined) fed only from the plan.
+
+Makes no sizing decision: every count, port, flag and name comes from the plan; this module only lays
+them out as files, systemd units and shell. It never sees a secret value (secrets are read at boot by name).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from infragen.errors import InputError
+from infragen.plan import Plan
+
+#: The one place that knows where the templates live: `templates/` at the repository root (editable install).
+TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+#: Both clouds' user-data limit is at least this (AWS EC2: 16 KB raw; Alibaba ECS: 32 KB), so we stay under it.
+USER_DATA_MAX_BYTES = 16 * 1024
+#: Address the renderer assumes for a multi-node head when the caller gives none (`render_all`, CLI inspection).
+DEFAULT_HEAD_ADDRESS = "10.0.0.10"
+#: Ray's default GCS port (`ray start --head` docs); the head listens here and workers join it.
+RAY_PORT = 6379
+
+ROLES_SINGLE = ("replica",)
+ROLES_MULTI = ("head", "worker")
+
+# Where things live on the node (fixed layout, documented in docs/bootstrap.md).
+LIB_DIR = "/usr/local/lib/infragen"
+SBIN_DIR = "/usr/local/sbin"
+UNIT_DIR = "/etc/systemd/system"
+VENV_DIR = "/opt/infragen/venv"
+TOOLS_DIR = "/opt/infragen/tools"
+LLAMA_CPP_DIR = "/opt/infragen/llama.cpp"
+#: The installed binary that replaces argv[0] (systemd needs an absolute path; the engines live in /opt/infragen).
+ENGINE_BINARY = {"vllm": f"{VENV_DIR}/bin/vllm", "llama.cpp": f"{LLAMA_CPP_DIR}/bin/llama-server"}
+
+_SYSTEMD_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One engine process on a node (packed replicas: one per GPU group)."""
+
+    index: int
+    """Position on the node (0..replicas_per_node-1); names the unit `infragen-engine-<index>`."""
+    port: int
+    """Port it listens on (plan port + index)."""
+    devices: str
+    """CUDA_VISIBLE_DEVICES value ('' on CPU)."""
+
+
+def node_roles(plan: Plan) -> list[str]:
+    """The user-data roles a plan needs: `["replica"]`, or `["head", "worker"]` for multi-node replicas."""
+    return list(ROLES_MULTI if plan.deployment.nodes_per_replica > 1 else ROLES_SINGLE)
+
+
+def render_user_data(plan: Plan, role: str, *, head_address: str | None = None) -> str:
+    """The `#cloud-config` user-data for one node of `plan` playing `role`.
+
+    `head_address` (the head's fixed private IP, chosen by the provisioner) is required for the head and
+    worker roles of multi-node plans and refused for single-node ones.
+    """
+    roles = node_roles(plan)
+    if role not in roles:
+        raise InputError(f"plan {plan.workload} has node roles {', '.join(roles)}; there is no role {role!r}")
+    if role == "replica" and head_address is not None:
+        raise InputError("head_address is only meaningful for multi-node plans (roles head and worker)")
+    if role != "replica" and not head_address:
+        raise InputError(f"role {role} of a multi-node plan needs head_address (the head node's private IP)")
+    context = _context(plan, role, head_address)
+    env = _environment()
+    files = [
+        {"path": path, "mode": mode, "content": env.get_template(template).render(context).rstrip("\n") + "\n"}
+        for path, mode, template in _files(plan, role)
+    ]
+    text = env.get_template("cloud-config.yaml.j2").render({**context, "files": files})
+    _self_check(text, files, plan, role)
+    return text
+
+
+def render_all(plan: Plan, *, head_address: str = DEFAULT_HEAD_ADDRESS) -> dict[str, str]:
+    """Every role's user-data keyed by file name (`replica.yaml`, or `head.yaml` and `worker.yaml`)."""
+    out: dict[str, str] = {}
+    for role in node_roles(plan):
+        address = None if role == "replica" else head_address
+        out[f"{role}.yaml"] = render_user_data(plan, role, head_address=address)
+    return out
+
+
+# --- context -------------------------------------------------------------------------------------------------
+
+
+def _context(plan: Plan, role: str, head_address: str | None) -> dict[str, Any]:
+    d, e, m, s = plan.deployment, plan.engine, plan.model, plan.storage
+    vllm = e.name == "vllm"
+    model_dir, hf_cache_dir = _model_location(plan)
+    exec_start, instances = _exec_start(plan), _instances(plan)
+    if role == "worker":
+        instances = []
+    return {
+        "plan": plan,
+        "role": role,
+        "multinode": d.nodes_per_replica > 1,
+        "vllm": vllm,
+        "gpu": d.gpus_per_node > 0,
+        "serves": role in ("replica", "head"),
+        "head_address": head_address or "",
+        "ray_port": RAY_PORT,
+        "cluster_gpus": d.gpus_per_replica,
+        "instances": instances,
+        "engine_units": " ".join(f"infragen-engine@{i.index}.service" for i in instances),
+        "exec_start": exec_start,
+        "engine_env": _engine_env(plan),
+        "model_dir": model_dir,
+        "hf_cache_dir": hf_cache_dir,
+        "weights_file": m.weights_file or "",
+        "mount_path": s.mount_path,
+        "lib_dir": LIB_DIR,
+        "sbin_dir": SBIN_DIR,
+        "venv_dir": VENV_DIR,
+        "tools_dir": TOOLS_DIR,
+        "llama_cpp_dir": LLAMA_CPP_DIR,
+        "packages": _packages(plan),
+    }
+
+
+def _model_location(plan: Plan) -> tuple[str, str]:
+    """(local directory the weights land in, HF cache dir or '') as the plan's argv expects them."""
+    argv, m, mount = plan.engine.argv, plan.model, plan.storage.mount_path
+    if plan.engine.name == "llama.cpp":
+        path = _flag_value(argv, "--model") or _flag_value(argv, "-m")
+        if not path or not path.startswith("/"):
+            raise InputError("llama.cpp argv must pass --model with an absolute path to the GGUF file")
+        if not m.weights_file or Path(path).name != Path(m.weights_file).name:
+            raise InputError(f"llama.cpp --model {path} does not name the plan's weights_file {m.weights_file!r}")
+        return str(Path(path).parent), ""
+    if len(argv) < 3 or argv[:2] != ["vllm", "serve"]:
+        raise InputError(f"vLLM argv must start with `vllm serve <model>`, got {shlex.join(argv[:3])!r}")
+    model = argv[2]
+    if model.startswith("/"):
+        return model, ""  # weights downloaded into exactly this directory
+    if m.weights_source != "huggingface":
+        raise InputError(f"weights come from {m.weights_uri}, but `vllm serve {model}` names no local directory",
+                         fix="the planner must pass an absolute path under storage.mount_path as the model")
+    # A HF repo id: vLLM resolves it in the HF cache (its --download-dir, else HF_HUB_CACHE).
+    return "", _flag_value(argv, "--download-dir") or f"{mount}/hub"
+
+
+def _exec_start(plan: Plan) -> str:
+    """The plan's argv as a systemd ExecStart: argv[0] resolved to the installed binary, the port as ${PORT}
+    (each instance's EnvironmentFile sets it: plan port + instance index)."""
+    e = plan.engine
+    argv = list(e.argv)
+    port_at = _flag_index(argv, "--port")
+    if port_at is None or argv[port_at] != str(e.port):
+        raise InputError(f"engine argv must pass --port {e.port} (plan.engine.port); got {shlex.join(argv)!r}")
+    if e.name == "vllm" and e.distributed_executor_backend == "ray" and \
+            _flag_value(argv, "--distributed-executor-backend") != "ray":
+        raise InputError("a multi-node plan's vLLM argv must pass --distributed-executor-backend ray")
+    words = [systemd_quote(a) for a in argv]
+    words[0] = ENGINE_BINARY[e.name]
+    words[port_at] = "${PORT}"
+    return " ".join(words)
+
+
+def _instances(plan: Plan) -> list[Instance]:
+    e, d = plan.engine, plan.deployment
+    groups = e.visible_devices if d.gpus_per_node > 0 else []
+    if groups and len(groups) != d.replicas_per_node:
+        raise InputError(f"engine.visible_devices has {len(groups)} GPU groups for {d.replicas_per_node} "
+                         "replicas per node")
+    return [Instance(index=i, port=e.port + i, devices=",".join(str(g) for g in groups[i]) if groups else "")
+            for i in range(d.replicas_per_node)]
+
+
+def _engine_env(plan: Plan) -> dict[str, str]:
+    env = dict(plan.engine.env)
+    for name, value in env.items():
+        if not _ENV_NAME.match(name) or "\n" in value:
+            raise InputError(f"engine.env has an invalid entry {name!r}")
+    return env
+
+
+def _packages(plan: Plan) -> list[str]:
+    """Distribution packages the boot scripts call (Ubuntu names; the images are Ubuntu 22.04)."""
+    pkgs = ["curl", "python3-venv", "mdadm", "xfsprogs"]
+    if plan.engine.name == "llama.cpp":
+        pkgs += ["build-essential", "cmake", "git"]
+    return pkgs
+
+
+def _files(plan: Plan, role: str) -> list[tuple[str, str, str]]:
+    """(path on the node, mode, template) for every file the role writes, in boot order."""
+    files = [
+        (f"{LIB_DIR}/common.sh", "0644", "scripts/common.sh.j2"),
+        (f"{SBIN_DIR}/infragen-storage", "0755", "scripts/storage.sh.j2"),
+        (f"{SBIN_DIR}/infragen-install", "0755", "scripts/install.sh.j2"),
+        (f"{SBIN_DIR}/infragen-secrets", "0755", "scripts/secrets.sh.j2"),
+        (f"{SBIN_DIR}/infragen-fetch-model", "0755", "scripts/fetch-model.sh.j2"),
+    ]
+    if plan.deployment.cloud == "alicloud":
+        files.append((f"{LIB_DIR}/alicloud.py", "0644", "scripts/alicloud.py.j2"))
+    if plan.deployment.gpus_per_node > 0:
+        files.append((f"{SBIN_DIR}/infragen-gpu-check", "0755", "scripts/gpu-check.sh.j2"))
+    if plan.deployment.nodes_per_replica > 1:
+        files.append((f"{SBIN_DIR}/infragen-ray", "0755", "scripts/ray.sh.j2"))
+    if role in ("replica", "head"):
+        files.append((f"{SBIN_DIR}/infragen-ready", "0755", "scripts/ready.sh.j2"))
+    files.append((f"{UNIT_DIR}/infragen-boot.service", "0644", "units/boot.service.j2"))
+    if plan.deployment.nodes_per_replica > 1:
+        files.append((f"{UNIT_DIR}/infragen-ray.service", "0644", "units/ray.service.j2"))
+    if role in ("replica", "head"):
+        for i in range(plan.deployment.replicas_per_node):
+            files.append((f"/etc/infragen/engine-{i}.env", "0644", f"units/engine.env.j2#{i}"))
+        files.append((f"{UNIT_DIR}/infragen-engine@.service", "0644", "units/engine@.service.j2"))
+        files.append((f"{UNIT_DIR}/infragen-ready.service", "0644", "units/ready.service.j2"))
+    files.append((f"{UNIT_DIR}/infragen.target", "0644", "units/infragen.target.j2"))
+    return files
+
+
+# --- jinja ---------------------------------------------------------------------------------------------------
+
+
+class _Loader(jinja2.FileSystemLoader):
+    """Templates from TEMPLATES_DIR; `name#i` renders `name` with `instance` set to the i-th engine instance."""
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        base, _, index = template.partition("#")
+        source, filename, uptodate = super().get_source(environment, base)
+        if index:
+            source = f"{{% set instance = instances[{int(index)}] %}}" + source
+        return source, filename, uptodate
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    if not TEMPLATES_DIR.is_dir():
+        raise InputError(f"templates directory {TEMPLATES_DIR} is missing (infragen must be installed from a "
+                         "checkout: pip install -e .)")
+    env = jinja2.Environment(loader=_Loader(str(TEMPLATES_DIR)), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False,
+                             # Shell's `${#array[@]}` would open a jinja comment; comments are spelled {%# ... #%}.
+                             comment_start_string="{%#", comment_end_string="#%}")
+    env.filters["sh"] = shell_quote
+    env.filters["systemd"] = systemd_quote
+    env.filters["yaml_str"] = lambda v: yaml.safe_dump(str(v), default_style="'").strip().removesuffix("\n...")
+    return env
+
+
+def shell_quote(value: object) -> str:
+    """One shell word (POSIX quoting)."""
+    return shlex.quote(str(value))
+
+
+def systemd_quote(value: object) -> str:
+    """One word of a systemd command line or Environment= assignment (`%` and `$` escaped, quoted if needed)."""
+    text = str(value).replace("%", "%%").replace("$", "$$")
+    if text and _SYSTEMD_SAFE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_join(argv: list[str]) -> str:
+    return " ".join(systemd_quote(a) for a in argv)
+
+
+def _flag_index(argv: list[str], flag: str) -> int | None:
+    for i, arg in enumerate(argv[:-1]):
+        if arg == flag:
+            return i + 1
+    return None
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    i = _flag_index(argv, flag)
+    return argv[i] if i is not None else None
+
+
+def _self_check(text: str, files: list[dict[str, str]], plan: Plan, role: str) -> None:
+    """The output parses as YAML and carries every file byte for byte (catches indentation bugs)."""
+    data = yaml.safe_load(text)
+    written = {f["path"]: f["content"] for f in data.get("write_files", [])}
+    for f in files:
+        if written.get(f["path"]) != f["content"]:
+            raise RuntimeError(f"rendered user-data mangles {f['path']} (template indentation bug)")
+    size = len(text.encode())
+    if size > USER_DATA_MAX_BYTES:
+        raise RuntimeError(f"user-data for {plan.workload}/{role} is {size} bytes, over {USER_DATA_MAX_BYTES}")

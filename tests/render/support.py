@@ -1,0 +1,28 @@
+"""Shared helpers of the render tests: the plan shapes, and real-tool lookup (skip locally, fail under CI)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+SHAPES = ("single", "packed", "tp", "multinode", "cpu")
+CLOUDS = ("aws", "alicloud")
+CASES = [(kind, cloud) for kind in SHAPES for cloud in CLOUDS]
+
+
+def tool(name: str) -> str:
+    """Path of a command-line tool, looked up on PATH and next to the running Python (venv bin).
+
+    A missing tool skips the test locally, but fails it when the CI environment variable is set.
+    """
+    found = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if found:
+        return found
+    message = f"{name} is not installed (.ci/run installs it)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; CI is set, so this is a failure, not a skip")
+    pytest.skip(message)
