@@ -36,6 +36,9 @@ DATA = Path(__file__).resolve().parent / "data"
 SHAREGPT_INPUT_TOKENS = 220
 SHAREGPT_OUTPUT_MEAN_TOKENS = 200
 SHAREGPT_REQUESTS = 320
+#: Regimes with fewer rows than this get at least SMALL_SAMPLE_BAND (a percentile of 2 rows is not a band).
+MIN_BAND_ROWS = 10
+SMALL_SAMPLE_BAND = 0.3
 #: trtllm-bench's largest runtime batch (assumption; the KV cache usually limits first).
 TRTLLM_MAX_BATCH = 2048
 
@@ -166,19 +169,24 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
     engine = row["engine"]
     if engine in ("llama.cpp", "ik_llama.cpp"):
         return _cpu_row(row, model, measured)
-    g = gpu_of(row["hardware"])
-    if g is None:
-        return f"{rid}: hardware {row['hardware']!r} has no sourced figures"
-    acc = _accelerator(*g)
-    prec = precision_of(row["precision"], acc.id)
     tp = int(row["tp"] or 1)
     pp = int(row["pp"] or 1)
-    if metric == "weights_GiB_per_gpu":
+    prec = precision_of(row["precision"], "")
+    if metric == "weights_GiB_per_gpu":  # depends on the checkpoint and the layout only
         scope = "mlp" if "meta official fp8" in row["precision"].lower() else "all-linear"
         pred = weight_bytes_per_gpu(model, prec, tp, pp, scope) / GIB
         return Outcome(rid, f"{engine} weights", metric, measured, pred, "memory-weights",
                        "Meta FP8: MLP-only quantization" if scope == "mlp" else "")
+    g = gpu_of(row["hardware"])
+    if g is None:
+        return f"{rid}: hardware {row['hardware']!r} has no sourced figures"
+    acc = _accelerator(*g)
     hw = hardware_from_gpu(acc, tp * pp)
+    if metric == "kv_cache_gpu_blocks":
+        util = float(row["concurrency"].split("--gpu-memory-utilization")[1].split()[0])
+        blocks = vllm_memory(model, hw.memory_per_gpu_gib, prec, "bf16", tp, pp, util).num_blocks
+        return Outcome(rid, f"{engine} KV cache", metric, measured, float(blocks), "memory-kv",
+                       f"utilisation {util}")
     trt = engine == "TensorRT-LLM"
     # trtllm-bench's FP8 builds quantize the KV cache to FP8 too (assumption stated in the docs).
     kv_dtype = "fp8" if (trt and prec == "fp8") else "fp16" if prec == "fp16" else "bf16"
@@ -307,11 +315,15 @@ def bands(outcomes: list[Outcome]) -> dict[str, tuple[float, int]]:
     """Per-regime band: the 80th percentile of absolute error (at least the median of all rows)."""
     by: dict[str, list[float]] = defaultdict(list)
     for o in outcomes:
+        if "low-confidence" in o.group or o.group.startswith("ik_llama.cpp"):
+            continue  # unsourced CPU figures / a faster fork: not evidence about the product's model
         by[o.regime].append(abs(o.error))
     out = {}
     for regime, errs in by.items():
         errs.sort()
-        out[regime] = (errs[min(len(errs) - 1, int(0.8 * len(errs)))], len(errs))
+        band = errs[min(len(errs) - 1, int(0.8 * len(errs)))]
+        small = len(errs) < MIN_BAND_ROWS and not regime.startswith("memory-")
+        out[regime] = (max(band, SMALL_SAMPLE_BAND) if small else band, len(errs))
     return out
 
 
