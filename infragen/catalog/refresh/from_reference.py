@@ -327,6 +327,12 @@ def build(reference: Path, supplements: dict[str, Any]) -> tuple[dict[str, dict[
     aws, conflicts = convert_aws(list(_rows(reference / "aws_instances.csv")), supplements, moto_data, moto_cite)
     skip = set(supplements.get("alicloud_skip", []))
     ali_rows = [r for r in _rows(reference / "alicloud_instances.csv") if r["instance_type"] not in skip]
+    columns = list(ali_rows[0]) if ali_rows else []
+    for extra in supplements.get("alicloud_extra_instances", []):
+        row = dict.fromkeys(columns, "")
+        row.update(gpu_count="0", notes="vCPU/memory/network not found in a stored Alibaba spec table - left "
+                   "absent on purpose (price only).", **extra)
+        ali_rows.append(row)
     ali = convert_alicloud(ali_rows, supplements)
     fx = supplements["fx"]
     files = {
