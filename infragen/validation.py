@@ -147,6 +147,8 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, .
         return loc, f"{_loc(loc)}: {given!r} is not allowed{hint} (allowed: {expected})"
     if kind in {"model_type", "model_attributes_type", "dict_type"}:
         return loc, f"{_loc(loc)}: expected a mapping of fields (`key: value` lines), found {_given(err.get('input'))}"
+    if kind == "invalid_key":
+        return loc, f"{err['loc'][-1]!r}: field names must be strings"
     if kind == "missing":
         return loc, f"{_loc(loc)}: required field missing"
     if msg.startswith("Value error, "):

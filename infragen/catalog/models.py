@@ -128,7 +128,12 @@ def resolve_model(
         if path.is_file():
             from infragen.catalog.hf_config import load_hf_config
 
-            return load_hf_config(path)
+            try:
+                return load_hf_config(path)
+            except InputError as exc:  # name the workload field too, not only the config file
+                raise InputError(f"{where}: {exc.message}", fix=exc.fix, hint=exc.hint) from None
+        if path.is_dir():
+            raise InputError(f"{where}: {path} is a folder without a config.json; point at the config.json file")
         if ref.endswith(".json"):
             raise InputError(f"{where}: {ref!r} looks like a config.json path but {path} does not exist")
     # Suggest registry ids (27 names fit in the hint); aliases are for matching, ids for reading.
