@@ -44,6 +44,8 @@ class Recording:
     """The program's return value, fully resolved."""
     errors: list[str] = field(default_factory=list)
     """Errors the program logged (an exception inside an apply is reported here)."""
+    options: dict[tuple[str, str], pulumi.ResourceOptions] = field(default_factory=dict)
+    """Resource options by (type, name), as seen by a stack transformation (delete_before_replace...)."""
 
     def of_type(self, type_token: str) -> list[Recorded]:
         return [r for r in self.resources if r.type == type_token]
@@ -139,6 +141,10 @@ def run_program(program: Callable[[], Mapping[str, Any]], *, call_results: Mappi
 
     @pulumi.runtime.test
     def _run() -> pulumi.Output[Any]:
+        def remember(args: pulumi.ResourceTransformationArgs) -> None:
+            recording.options[(args.type_, args.name)] = args.opts
+
+        pulumi.runtime.register_stack_transformation(remember)
         exports = program()
         return pulumi.Output.from_input(dict(exports)).apply(lambda resolved: recording.exports.update(resolved))
 

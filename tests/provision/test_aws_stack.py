@@ -285,6 +285,8 @@ def test_multinode_head_fixed_ip_and_one_subnet() -> None:
     assert workers_asg.inputs["placementGroup"]
     assert workers_asg.inputs["healthCheckType"] == "EC2"
     assert f"head={head_ip}" in user_data_of(workers[0].inputs)
+    (head,) = rec.of_type(INSTANCE)
+    assert rec.options[(INSTANCE, head.name)].delete_before_replace, "a new head cannot take the fixed IP first"
     assert "role=head" in user_data_of(heads[0].inputs) and "role=worker" in user_data_of(workers[0].inputs)
     efa_rules = [r for r in rec.of_type(INGRESS) if "efa-sg" in r.inputs["securityGroupId"]]
     assert len(efa_rules) == 1 and efa_rules[0].inputs["ipProtocol"] == "-1"

@@ -100,7 +100,8 @@ class Compute(pulumi.ComponentResource):
             launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=head_lt.id,
                                                                version=head_lt.latest_version.apply(str)),
             tags={**args.tags, "Name": f"{name}-head", "infragen:role": "head"},
-            opts=pulumi.ResourceOptions(parent=self))
+            # The replacement reuses the fixed IP, so the old head must go first.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
         self.head_instances.append(head)
         # Only the head serves the OpenAI API; workers run their pipeline stages behind it.
         for port, tg_arn in zip(args.target_ports, args.target_group_arns, strict=True):
