@@ -76,16 +76,20 @@ def _normal(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity equality/hash: usable as a cache key, never compared field by field
 class Catalog:
     """Every accelerator, CPU and instance type infragen knows, with prices. Immutable; ask, never open files."""
 
     accelerators: Mapping[str, Accelerator]
+    """Accelerators by canonical id (read-only mapping)."""
     cpus: Mapping[str, CpuModel]
+    """CPU models by id (read-only mapping)."""
     instances: tuple[InstanceType, ...]
+    """Instance types of every cloud, in data-file order (AWS first)."""
     usd_per_cny: float
-    """CNY->USD rate used for Alibaba prices."""
+    """CNY->USD rate used for Alibaba prices (stated once in alicloud.yaml)."""
     fx_source: str
+    """Where and when that rate was read."""
     _by_type: Mapping[str, InstanceType] = field(init=False, repr=False, compare=False)
     _gpu_names: Mapping[str, str] = field(init=False, repr=False, compare=False)
 
