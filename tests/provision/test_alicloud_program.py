@@ -1,0 +1,119 @@
+"""The shared Pulumi program (stacks/__main__.py) on Alibaba stacks: each stack names an Alibaba example,
+a pinned Alibaba plan deploys with its digest, Alibaba-only options are read from config, and (once the planner
+exists) every stack's exported digest equals the planner's."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from infragen.errors import InputError
+from infragen.spec import load_spec
+from tests.plan_factory import SENTINEL_SECRET, make_plan
+from tests.provision.mocks import run_program
+from tests.provision.test_alicloud_support import COMPUTED, GPU_IMAGE_ID, SENTINEL_HF, ZONES, call_results
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+ALI_STACKS = {
+    "ali-chat-7b": "examples/ali-chat-7b.yaml",
+    "ali-70b": "examples/ali-70b.yaml",
+    "ali-multinode": "examples/ali-multinode.yaml",
+    "ali-cpu-edge": "examples/ali-cpu-edge.yaml",
+}
+SECRETS = {"infragen:hfToken": SENTINEL_HF, "infragen:apiKey": SENTINEL_SECRET}
+SECRET_KEYS = ("infragen:hfToken", "infragen:apiKey")
+
+
+def load_program() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("infragen_stack_program_ali", PROJECT_ROOT / "stacks" / "__main__.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stack_config(stack: str) -> dict[str, str]:
+    data = yaml.safe_load((PROJECT_ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    return {k: str(v) for k, v in data["config"].items()}
+
+
+@pytest.mark.parametrize("stack", sorted(ALI_STACKS))
+def test_stack_names_an_alibaba_example(stack: str) -> None:
+    config = stack_config(stack)
+    assert set(config) == {"alicloud:region", "infragen:workload"}
+    assert config["infragen:workload"] == ALI_STACKS[stack]
+    spec = load_spec(PROJECT_ROOT / config["infragen:workload"])
+    assert spec.cloud == "alicloud"
+    assert not spec.regions or config["alicloud:region"] in spec.regions
+
+
+def test_program_deploys_a_pinned_alibaba_plan(tmp_path: Path) -> None:
+    plan = make_plan("multinode", "alicloud")
+    path = tmp_path / "plan.json"
+    path.write_text(plan.to_json())
+    rec = run_program(load_program().main, call_results=call_results(ZONES), computed=COMPUTED,
+                      secret_keys=SECRET_KEYS,
+                      config={**SECRETS, "infragen:planFile": str(path), "alicloud:region": "cn-hangzhou",
+                              "infragen:imageId": GPU_IMAGE_ID, "infragen:nodeZones": '["cn-hangzhou-k"]',
+                              "infragen:lbZones": '["cn-hangzhou-h", "cn-hangzhou-i"]'})
+    assert not rec.errors, rec.errors
+    assert rec.exports["plan_digest"] == plan.digest and rec.exports["cloud"] == "alicloud"
+    assert rec.exports["instance_type"] == "ecs.ebmgn8v.48xlarge" and rec.exports["nodes"] == 2
+    assert rec.exports["endpoint"].startswith("http://") and rec.exports["endpoint"].endswith(":8000")
+    instances = rec.of_type("alicloud:ecs/instance:Instance")
+    assert {i.inputs["imageId"] for i in instances} == {GPU_IMAGE_ID}
+    switches = {r.name: r.inputs for r in rec.of_type("alicloud:vpc/switch:Switch")}
+    assert {v["zoneId"] for k, v in switches.items() if "-nodes-" in k} == {"cn-hangzhou-k"}
+    assert sorted(v["zoneId"] for k, v in switches.items() if "-lb-" in k) == ["cn-hangzhou-h", "cn-hangzhou-i"]
+    # Zones came from config: the program looked none up (the image was given too).
+    assert not any(token.endswith("getZones:getZones") or "getImages" in token for token, _ in rec.calls)
+    for res in rec.resources:
+        if res.type != "alicloud:kms/secret:Secret":
+            text = str(res.inputs)
+            assert SENTINEL_HF not in text and SENTINEL_SECRET not in text, f"{res.type} {res.name}"
+
+
+def test_program_stops_a_gpu_plan_without_a_driver_image(tmp_path: Path) -> None:
+    path = tmp_path / "plan.json"
+    path.write_text(make_plan("single", "alicloud").to_json())
+    expected = r"^Error: .*NVIDIA driver(.|\n)*To fix: pulumi config set infragen:imageId"
+    with pytest.raises(pulumi.RunError, match=expected):
+        run_program(load_program().main, call_results=call_results(ZONES), computed=COMPUTED,
+                    secret_keys=SECRET_KEYS, config={**SECRETS, "infragen:planFile": str(path)})
+
+
+def test_bad_zone_config_is_an_input_error() -> None:
+    from infragen.provision.alicloud import load_alicloud_options
+
+    def program() -> dict[str, Any]:
+        load_alicloud_options()
+        return {}
+
+    with pytest.raises(InputError, match="infragen:lbZones"):
+        run_program(program, call_results={}, config={"infragen:lbZones": '[1, 2]'})
+
+
+@pytest.mark.parametrize("stack", sorted(ALI_STACKS))
+def test_stack_digest_equals_planner_digest(stack: str) -> None:
+    sizing = pytest.importorskip("infragen.sizing")
+    if not hasattr(sizing, "plan_file"):
+        pytest.skip("planner entry point infragen.sizing.plan_file not available yet")
+    expected = sizing.plan_file(PROJECT_ROOT / ALI_STACKS[stack])
+    config = {**stack_config(stack), **SECRETS}
+    if expected.deployment.gpu:
+        config["infragen:imageId"] = GPU_IMAGE_ID
+    rec = run_program(load_program().main, call_results=call_results(ZONES), computed=COMPUTED,
+                      secret_keys=SECRET_KEYS, config=config)
+    assert not rec.errors, rec.errors
+    assert rec.exports["plan_digest"] == expected.digest
+    assert rec.exports["cloud"] == "alicloud"
+    assert rec.exports["instance_type"] == expected.deployment.instance_type
+    assert rec.exports["instance_type"].startswith("ecs."), "not an Alibaba instance type"
+    assert len(rec.of_type("alicloud:ecs/instance:Instance")) == expected.deployment.nodes
+    assert stack_config(stack)["alicloud:region"] == expected.deployment.region, "stack region differs from plan's"
