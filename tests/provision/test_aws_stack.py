@@ -371,3 +371,21 @@ def test_plan_region_wins_over_stack_region() -> None:
     assert rec.one("pulumi:providers:aws").inputs["region"] == "us-east-1"
     custom = list(rec.custom_resources())
     assert custom and all(r.type.startswith("aws:") for r in custom)
+
+
+def test_preview_runs_every_shape() -> None:
+    for kind in KINDS:
+        plan = make_plan(kind, "aws", spot=kind == "multinode")
+        rec = run_program(lambda plan=plan: build_aws(plan, make_settings(), render_user_data=fake_renderer(plan)),
+                          call_results=AWS_CALLS, computed=AWS_COMPUTED, preview=True)
+        assert not rec.errors and rec.of_type(LT), kind
+
+
+def test_importing_provision_loads_no_cloud_sdk() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, infragen.provision, infragen.provision.common\n"
+            "print(','.join(m for m in ('pulumi_aws', 'pulumi_alicloud') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
