@@ -285,7 +285,7 @@ def estimate(
     best = steady_state(ceiling, input_len, output_len, conc)
     if speed.output_tokens_per_s > c.trtllm_ceiling_factor * best.output_tokens_per_s:
         tpot_s = conc / (c.trtllm_ceiling_factor * best.output_tokens_per_s)
-        notes.append("capped at 1.15 x the TensorRT-LLM-engine prediction")
+        notes.append(f"capped at {c.trtllm_ceiling_factor} x the TensorRT-LLM-engine prediction")
     e2e_s = ttft_s + (output_len - 1) * tpot_s
     regime = "gpu-decode-compute-bound" if speed.compute_bound else "gpu-decode-memory-bound"
     if nodes > 1:
