@@ -1,6 +1,4 @@
-"""Fixtures for the render tests: plans of every shape on both clouds (tests/plan_factory.py).
-
-"""
+"""Fixtures for the render tests: plans of every shape on both clouds (tests/plan_factory.py)."""
 
 from __future__ import annotations
 

@@ -26,3 +26,19 @@ def tool(name: str) -> str:
     if os.environ.get("CI"):
         pytest.fail(f"{message}; CI is set, so this is a failure, not a skip")
     pytest.skip(message)
+
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+GOLDEN_DIR = REPO / "tests" / "golden" / "render"
+#: Set to 1 to rewrite the golden files on purpose (then review the diff).
+UPDATE_ENV = "INFRAGEN_UPDATE_GOLDEN"
+
+
+def example_plan(path: Path):  # type: ignore[no-untyped-def]
+    """The planner's plan for an example; skips while infragen.sizing.plan_file does not exist yet."""
+    try:
+        from infragen.sizing import plan_file
+    except ImportError:
+        pytest.skip("infragen.sizing.plan_file is not written yet (planner engineer)")
+    return plan_file(path)

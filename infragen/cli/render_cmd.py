@@ -1,0 +1,53 @@
+"""`infragen render`: write each node role's cloud-init user-data for a plan (or a workload, planned first).
+
+Reads and writes files only; the rendering itself is infragen.render's, the planning infragen.sizing's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+
+import click
+
+from infragen.errors import InputError
+from infragen.plan import Plan, load_plan
+
+
+@click.command()
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Directory to write replica.yaml, or head.yaml and worker.yaml, into.")
+@click.option("--head-address", default=None, metavar="IP",
+              help="Private IP of the multi-node head (the provisioner fixes it). Default: 10.0.0.10.")
+def render(source: Path, out_dir: Path, head_address: str | None) -> None:
+    """Write the user-data of every node role of SOURCE (a plan .json, or a workload .yaml to plan first)."""
+    from infragen.render import DEFAULT_HEAD_ADDRESS, render_all
+
+    if head_address is not None:
+        try:
+            ipaddress.IPv4Address(head_address)
+        except ValueError:
+            raise InputError(f"--head-address: {head_address!r} is not an IPv4 address") from None
+    plan = _load(source)
+    files = render_all(plan, head_address=head_address or DEFAULT_HEAD_ADDRESS)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        path = out_dir / name
+        path.write_text(text, encoding="utf-8")
+        click.echo(f"{path}  {len(text.encode())} bytes")
+    click.echo(f"plan {plan.digest}: {plan.workload}, {plan.deployment.nodes} x {plan.deployment.instance_type}")
+
+
+def _load(source: Path) -> Plan:
+    if not source.is_file():
+        raise InputError(f"{source} does not exist")
+    if source.suffix == ".json":
+        return load_plan(source)
+    try:
+        from infragen.sizing import plan_file
+    except ImportError:
+        raise InputError(f"{source}: planning a workload needs infragen.sizing.plan_file, which this build lacks",
+                         fix="pass a plan JSON written by `infragen plan --out`") from None
+    plan: Plan = plan_file(source)
+    return plan
