@@ -109,3 +109,31 @@ def test_estimate_is_cheap(h100x8: Hardware) -> None:
     for i in range(1000):
         estimate(LLAMA3_70B, h100x8, precision="bf16", tp=4, input_len=1000 + i, output_len=200, concurrency=16)
     assert (time.perf_counter() - start) / 1000 < 1e-3  # well under a millisecond a call
+
+
+def test_missing_figures_raise_instead_of_guessing(cpu_host: Hardware) -> None:
+    from infragen.catalog.records import CpuModel
+    from infragen.errors import MissingFigureError
+
+    bare = CpuModel(id="bare", display_name="bare", vendor="intel", arch="x86_64", microarchitecture="x",
+                    source="inline test record")
+    host = Hardware(name="h", accelerator=None, gpu_count=0, gpu_memory_gib=None, cpu=bare, vcpus=8,
+                    memory_gib=64.0, network_gbps=None)
+    with pytest.raises(MissingFigureError, match="memory_bandwidth_gb_per_s"):
+        estimate(LLAMA3_8B, host, precision="q4_0", engine="llama.cpp", input_len=5, output_len=5, concurrency=1)
+    no_bw = gpu().model_copy(update={"memory_bandwidth_gb_per_s": None})
+    hw = hardware_from_gpu(no_bw, 1)
+    assert estimate_memory(LLAMA3_8B, hw, precision="bf16").fits  # memory needs no bandwidth
+    with pytest.raises(MissingFigureError, match="bandwidth"):
+        estimate(LLAMA3_8B, hw, precision="bf16", input_len=5, output_len=5, concurrency=1)
+
+
+def test_pipeline_across_nodes_is_slower_per_token_than_tp_inside_one(h100x8: Hardware) -> None:
+    tp8 = estimate(LLAMA3_70B, h100x8, precision="bf16", tp=8, input_len=500, output_len=100, concurrency=8)
+    pp2 = estimate(LLAMA3_70B, h100x8, precision="bf16", tp=8, pp=2, nodes=2, input_len=500, output_len=100,
+                   concurrency=8)
+    assert pp2.fits and pp2.regime == "gpu-multi-node"
+    assert pp2.weights_gib_per_gpu < tp8.weights_gib_per_gpu
+    assert pp2.tpot_ms > tp8.tpot_ms / 2  # no free lunch: stages run in series for one token
+    with pytest.raises(InputError):
+        estimate(LLAMA3_70B, h100x8, precision="bf16", tp=16, nodes=2, input_len=5, output_len=5, concurrency=1)
