@@ -88,6 +88,25 @@ def test_program_stops_a_gpu_plan_without_a_driver_image(tmp_path: Path) -> None
                     secret_keys=SECRET_KEYS, config={**SECRETS, "infragen:planFile": str(path)})
 
 
+def test_project_declares_the_alibaba_options_and_their_defaults_mean_unset() -> None:
+    from infragen.provision.alicloud import AlicloudOptions, load_alicloud_options
+
+    declared = yaml.safe_load((PROJECT_ROOT / "Pulumi.yaml").read_text())["config"]
+    keys = {"imageId": "", "kmsInstanceId": "", "nodeZones": [], "lbZones": []}
+    assert {k: declared[k]["default"] for k in keys} == keys
+    seen: dict[str, Any] = {}
+
+    def program() -> dict[str, Any]:
+        seen["options"] = load_alicloud_options()
+        return {}
+
+    import json
+
+    run_program(program, call_results={}, config={f"infragen:{k}": v if isinstance(v, str) else json.dumps(v)
+                                                  for k, v in keys.items()})
+    assert seen["options"] == AlicloudOptions()
+
+
 def test_bad_zone_config_is_an_input_error() -> None:
     from infragen.provision.alicloud import load_alicloud_options
 

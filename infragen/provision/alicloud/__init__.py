@@ -208,7 +208,7 @@ def _first_image(ids: Sequence[str], regex: str, instance_type: str) -> str:
 
 
 def _zones(value: Any, key: str) -> tuple[str, ...] | None:
-    if value is None:
+    if value is None or value == []:  # Pulumi.yaml declares `[]` as the default: look the zones up
         return None
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items or not all(isinstance(z, str) and z for z in items):
