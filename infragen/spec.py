@@ -273,6 +273,16 @@ def load_spec(path: Path | str) -> WorkloadSpec:
 def workload_json_schema() -> dict[str, Any]:
     """JSON Schema of workload.yaml, for editors (`# yaml-language-server: $schema=...`)."""
     schema = WorkloadSpec.model_json_schema()
+    # These lists also accept a single value (see _as_list); say so, or editors flag `precision: int4-awq`.
+    singles = [
+        schema["properties"]["precision"],
+        schema["properties"]["regions"],
+        *schema["$defs"]["FamilyFilter"]["properties"].values(),
+    ]
+    for prop in singles:
+        items = prop.pop("items")
+        del prop["type"]
+        prop["anyOf"] = [items, {"type": "array", "items": items}]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "infragen workload"
     return schema

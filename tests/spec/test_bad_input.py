@@ -204,3 +204,15 @@ def test_non_string_key_and_folder_without_config(tmp_path: Path) -> None:
     assert "1: field names must be strings" in _fails(tmp_path, GOOD + "1: 2\n")
     (tmp_path / "empty").mkdir()
     assert "is a folder without a config.json" in _fails(tmp_path, "model: ./empty\ntraffic:\n  concurrent_users: 1\n")
+
+
+def test_console_entry_point_exit_2_without_traceback(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = _write(tmp_path, "model: qwen2-7b\ntraffic:\n  peak_requests_per_s: -1\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "infragen", "validate", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"Error: {path}: traffic.peak_requests_per_s: Input should be greater than 0")
