@@ -326,11 +326,23 @@ def test_cpu_nodes_boot_the_newest_ubuntu_system_image() -> None:
 
 
 def test_gpu_plans_without_a_driver_image_are_refused() -> None:
-    from infragen.provision.alicloud import AlicloudOptions
+    from infragen.provision.alicloud import AlicloudOptions, build_alicloud
+    from tests.provision.mocks import Recording, run_program
+    from tests.provision.test_alicloud_support import COMPUTED, ZONES, call_results, make_settings
 
-    with pytest.raises(InputError, match="NVIDIA driver") as err:
-        run_alicloud(make_plan("multinode", "alicloud"), options=AlicloudOptions())
-    assert "infragen:imageId" in (err.value.fix or "") and "eRDMA" in (err.value.fix or "")
+    seen = Recording()
+
+    def program() -> dict[str, Any]:
+        try:
+            return build_alicloud(make_plan("multinode", "alicloud"), make_settings(), options=AlicloudOptions())
+        except InputError as exc:
+            seen.errors.append(exc.render())
+            return {}
+
+    rec = run_program(program, call_results=call_results(ZONES), computed=COMPUTED)
+    (message,) = seen.errors
+    assert "NVIDIA driver" in message and "infragen:imageId" in message and "eRDMA" in message
+    assert not rec.resources, "resources declared before the error"
 
 
 def test_resources_go_to_the_plans_region() -> None:

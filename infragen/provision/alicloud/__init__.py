@@ -90,6 +90,7 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     renderer = render if render is not None else _default_renderer()
     prefix = name_stem(plan)
     tags = plan_tags(plan)
+    _require_driver_image(plan, opts)  # before any resource is declared
     region = plan.deployment.region
     configured = pulumi.Config("alicloud").get("region")
     if configured and configured != region:
@@ -120,6 +121,7 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
                                  max_bytes=USER_DATA_MAX_BYTES, what=f"user-data of {node.name}")
                  for node in nodes]
 
+    image_id = _node_image(plan, opts, invoke)
     node_zones = _node_zones(plan, opts, invoke)
     lb_zones = _lb_zones(plan, opts, invoke)
     network = AliNetwork(f"{prefix}-net", NetworkArgs(
@@ -132,7 +134,7 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
         in_region)
     compute = AliNodes(f"{prefix}-nodes", NodesArgs(
         prefix=prefix, instance_type=plan.deployment.instance_type, nodes=nodes, user_data=user_data, disks=disks,
-        image_id=_node_image(plan, opts, invoke), vswitch_ids=network.node_vswitch_ids,
+        image_id=image_id, vswitch_ids=network.node_vswitch_ids,
         security_group_id=network.node_security_group_id, role_name=secrets.role_name,
         spot=plan.deployment.pricing == "spot", eri_interfaces=eri_interfaces(plan),
         low_latency_placement=plan.network.placement == "cluster", tags=tags,
@@ -179,18 +181,20 @@ def _lb_zones(plan: Plan, opts: AlicloudOptions, invoke: pulumi.InvokeOptions) -
     return alicloud.alb.get_zones_output(opts=invoke).ids
 
 
+def _require_driver_image(plan: Plan, opts: AlicloudOptions) -> None:
+    if plan.deployment.gpu is None or opts.image_id:
+        return
+    # Deploying GPU nodes without a driver would boot fine and never serve: refuse up front instead.
+    extra = " and the eRDMA software stack" if plan.network.rdma == "erdma" else ""
+    raise InputError(
+        f"plan {plan.workload} runs on {plan.deployment.instance_type} GPUs, but Alibaba system images carry no "
+        "NVIDIA driver and the rendered cloud-init does not install one",
+        fix=f"pulumi config set infragen:imageId <an image with the NVIDIA driver{extra}>",
+        hint="docs/alicloud.md, section 'Images'")
+
+
 def _node_image(plan: Plan, opts: AlicloudOptions, invoke: pulumi.InvokeOptions) -> pulumi.Input[str]:
-    if opts.image_id:
-        return opts.image_id
-    if plan.deployment.gpu is not None:
-        # Deploying GPU nodes without a driver would boot fine and never serve: refuse up front instead.
-        extra = " and the eRDMA software stack" if plan.network.rdma == "erdma" else ""
-        raise InputError(
-            f"plan {plan.workload} runs on {plan.deployment.instance_type} GPUs, but Alibaba system images carry no "
-            "NVIDIA driver and the rendered cloud-init does not install one",
-            fix=f"pulumi config set infragen:imageId <an image with the NVIDIA driver{extra}>",
-            hint="docs/alicloud.md, section 'Images'")
-    return _system_image(plan, invoke)
+    return opts.image_id or _system_image(plan, invoke)
 
 
 def _system_image(plan: Plan, invoke: pulumi.InvokeOptions) -> pulumi.Output[str]:
