@@ -5,6 +5,7 @@ Validation only: model names are resolved later by the catalog; nothing here loa
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -26,6 +27,9 @@ LLAMA_CPP_PRECISIONS: frozenset[str] = GGUF_PRECISIONS | {"fp16", "bf16"}
 #: Weight formats vLLM serves from safetensors checkpoints.
 VLLM_PRECISIONS: frozenset[str] = frozenset({"bf16", "fp16", "fp8", "int8", "int4-awq", "int4-gptq"})
 ALL_PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
+#: Formats that need a pre-quantized checkpoint in `weights` (vLLM quantizes only fp8 online).
+PREQUANTIZED_PRECISIONS: frozenset[str] = GGUF_PRECISIONS | {"int8", "int4-awq", "int4-gptq"}
+_WEIGHTS_RE = re.compile(r"^(?:(?:s3|oss)://[^/\s]+/\S+|[\w.-]+/[\w.-]+(?:/[^\s]+\.gguf)?)$")
 
 KvCacheDtype = Literal["auto", "fp8"]
 Engine = Literal["vllm", "llama.cpp"]
@@ -190,6 +194,18 @@ class WorkloadSpec(_Strict):
             raise ValueError("list at least one precision")
         return list(dict.fromkeys(value))
 
+    @field_validator("weights")
+    @classmethod
+    def _weights_form(cls, value: str | None) -> str | None:
+        if value is not None and not _WEIGHTS_RE.match(value):
+            raise PydanticCustomError(
+                "weights_form",
+                "{value} is not a Hugging Face repo id (`org/name`, or `org/name/file.gguf` for GGUF) "
+                "nor an s3:// or oss:// URI",
+                {"value": repr(value)[:60]},
+            )
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:
         gguf = [p for p in self.precision if p in GGUF_PRECISIONS]
@@ -223,6 +239,21 @@ class WorkloadSpec(_Strict):
         fams = set(self.instance_families.allow) & set(self.instance_families.deny)
         if fams:
             raise conflict("instance_families", f"{sorted(fams)} both allowed and denied")
+        if self.weights is None and all(p in PREQUANTIZED_PRECISIONS for p in self.precision):
+            raise conflict(
+                "weights",
+                f"precision {', '.join(self.precision)} needs a pre-quantized checkpoint, but weights is not set "
+                "(the registry's reference repo holds bf16 weights); give weights: org/name-AWQ (or the GGUF file), "
+                "or allow bf16/fp16/fp8",
+            )
+        if self.weights is not None:
+            gguf_file = self.weights.endswith(".gguf")
+            if gguf_file and not any(p in GGUF_PRECISIONS for p in self.precision):
+                raise conflict("weights", f"{self.weights!r} is a GGUF file but no GGUF precision is listed")
+            if not gguf_file and all(p in GGUF_PRECISIONS for p in self.precision):
+                raise conflict(
+                    "weights", f"precision {', '.join(self.precision)} is GGUF, so weights must name a .gguf file"
+                )
         return self
 
     def check_model(self, model: ModelArchitecture, *, path: Path | str) -> None:

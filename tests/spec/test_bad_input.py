@@ -119,6 +119,10 @@ def test_unknown_model_did_you_mean(tmp_path: Path) -> None:
         ("precision: [q4_k_m, q8_0]\nkv_cache_dtype: fp8\n", "kv_cache_dtype: fp8 is a vLLM option, but every listed"),
         ("instance_families:\n  allow: [g6e]\n  deny: [g6e]\n", "instance_families: ['g6e'] both allowed and denied"),
         ("precision: []\n", "precision: list at least one precision"),
+        ("precision: int4-awq\n", "weights: precision int4-awq needs a pre-quantized checkpoint"),
+        ("precision: q4_k_m\nweights: TheBloke/X-AWQ\n", "weights: precision q4_k_m is GGUF, so weights must name"),
+        ("precision: bf16\nweights: a/b/c.gguf\n", "weights: 'a/b/c.gguf' is a GGUF file but no GGUF precision"),
+        ("weights: not a repo\n", "weights: 'not a repo' is not a Hugging Face repo id"),
     ],
 )
 def test_contradictory_settings(tmp_path: Path, text: str, expected: str) -> None:
