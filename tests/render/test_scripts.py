@@ -1,0 +1,251 @@
+"""The rendered boot scripts, run for real with bash in a sandbox: fake cloud CLIs on PATH, node paths moved
+under a temporary root, a local HTTP server standing in for the engine. Asserts what they do, not how they look.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import stat
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+
+from infragen.plan import Plan
+from infragen.render import render_user_data
+from tests.plan_factory import SENTINEL_SECRET, make_plan
+from tests.render.support import tool
+
+NODE_DIRS = ("/usr/local/lib/infragen", "/usr/local/sbin", "/run/infragen", "/opt/infragen", "/opt/models")
+HF_SENTINEL = "hf_SENTINELsentinelSENTINELsentinel0000"
+
+
+def sandbox(plan: Plan, role: str, root: Path, *, fast: bool = True) -> Path:
+    """Write the role's files under `root` with every node path moved there; returns root."""
+    text = render_user_data(plan, role, head_address="10.0.0.10" if role != "replica" else None)
+    for f in yaml.safe_load(text)["write_files"]:
+        content = f["content"]
+        for d in NODE_DIRS:
+            content = content.replace(d, f"{root}{d}")
+        if fast:  # the same control flow without the real back-off delays
+            content = content.replace("sleep 10", "sleep 0.05").replace('sleep "$delay"', "sleep 0.01")
+        path = root / f["path"].lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+        path.chmod(int(f["permissions"], 8))
+    return root
+
+
+def fake(bin_dir: Path, name: str, body: str) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    path = bin_dir / name
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+
+
+def run(root: Path, script: str, bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(root)}
+    return subprocess.run([tool("bash"), str(root / "usr/local/sbin" / script), *args], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+AWS_SECRETS = f"""
+case "$*" in
+  *api-key*) echo {SENTINEL_SECRET} ;;
+  *hf-token*) echo {HF_SENTINEL} ;;
+  *) exit 254 ;;
+esac
+"""
+
+
+def test_secrets_land_in_0600_files_and_never_in_the_logs(tmp_path: Path) -> None:
+    root = sandbox(make_plan("single"), "replica", tmp_path / "root")
+    fake(tmp_path / "bin", "aws", AWS_SECRETS)
+    result = run(root, "infragen-secrets", tmp_path / "bin")
+    assert result.returncode == 0, result.stderr
+    run_dir = root / "run/infragen"
+    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
+    for name in ("api-key", "engine.env", "auth-header", "hf-token"):
+        assert stat.S_IMODE((run_dir / name).stat().st_mode) == 0o600, name
+    assert (run_dir / "engine.env").read_text() == f"VLLM_API_KEY={SENTINEL_SECRET}\n"
+    assert (run_dir / "auth-header").read_text() == f"Authorization: Bearer {SENTINEL_SECRET}\n"
+    assert (run_dir / "api-key").read_text() == SENTINEL_SECRET
+    assert (run_dir / "hf-token").read_text() == HF_SENTINEL
+    assert SENTINEL_SECRET not in result.stdout + result.stderr
+    assert HF_SENTINEL not in result.stdout + result.stderr
+
+
+def test_unreadable_or_mangling_secrets_fail_loudly(tmp_path: Path) -> None:
+    root = sandbox(make_plan("single"), "replica", tmp_path / "root")
+    fake(tmp_path / "bin", "aws", 'echo "AccessDenied" >&2; exit 254\n')
+    result = run(root, "infragen-secrets", tmp_path / "bin")
+    assert result.returncode != 0 and "FATAL: cannot read secret infragen/test-single-aws/api-key" in result.stderr
+    assert "attempt 7 of 8 failed" in result.stderr  # retried with back-off before giving up
+    fake(tmp_path / "bin", "aws", 'echo "two words"\n')
+    result = run(root, "infragen-secrets", tmp_path / "bin")
+    assert result.returncode != 0 and "contains whitespace" in result.stderr
+    assert "two words" not in result.stderr
+
+
+def test_model_download_calls_the_hf_cli_once_then_is_a_no_op(tmp_path: Path) -> None:
+    plan = make_plan("cpu")
+    root = sandbox(plan, "replica", tmp_path / "root")
+    (root / "run/infragen").mkdir(parents=True)
+    (root / "run/infragen/hf-token").write_text(HF_SENTINEL)
+    calls = tmp_path / "calls"
+    cli = root / "opt/infragen/tools/bin/huggingface-cli"
+    cli.parent.mkdir(parents=True)
+    # Fails once (the retry path), then records its arguments and whether it saw the token.
+    cli.write_text(f'#!/bin/bash\nif [ ! -e {tmp_path}/failed ]; then touch {tmp_path}/failed; exit 1; fi\n'
+                   f'echo "$* token=${{HF_TOKEN:+set}}" >> {calls}\n')
+    cli.chmod(0o755)
+    assert (result := run(root, "infragen-fetch-model", tmp_path / "bin")).returncode == 0, result.stderr
+    assert run(root, "infragen-fetch-model", tmp_path / "bin").returncode == 0
+    lines = calls.read_text().splitlines()
+    assert lines == [f"download --quiet TheBloke/TinyLlama-1.1B-Chat-v1.0-GGUF tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf "
+                     f"--local-dir {root}/opt/models token=set"]
+
+
+class _Engine(http.server.BaseHTTPRequestHandler):
+    """Stands in for vLLM: /health at once, completions only with the API key and after two 503s."""
+
+    completions: ClassVar[list[dict[str, object]]] = []
+    busy: ClassVar[int] = 2
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.headers.get("Authorization") != f"Bearer {SENTINEL_SECRET}":
+            self.send_response(401)
+        elif type(self).busy > 0:
+            type(self).busy -= 1
+            self.send_response(503)
+        else:
+            type(self).completions.append(body)
+            self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+
+@pytest.fixture
+def engine_port() -> Iterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    _Engine.completions, _Engine.busy = [], 2
+    server = http.server.HTTPServer(("127.0.0.1", port), _Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield port
+    server.shutdown()
+
+
+def _on_port(plan: Plan, port: int) -> Plan:
+    argv = [str(port) if a == str(plan.engine.port) else a for a in plan.engine.argv]
+    return plan.model_copy(update={"engine": plan.engine.model_copy(update={"port": port, "argv": argv})})
+
+
+def test_ready_waits_for_a_one_token_completion(tmp_path: Path, engine_port: int) -> None:
+    tool("curl")
+    root = sandbox(_on_port(make_plan("single"), engine_port), "replica", tmp_path / "root")
+    (root / "run/infragen").mkdir(parents=True)
+    (root / "run/infragen/auth-header").write_text(f"Authorization: Bearer {SENTINEL_SECRET}\n")
+    result = run(root, "infragen-ready", tmp_path / "bin")
+    assert result.returncode == 0, result.stderr
+    assert (root / "run/infragen/ready").exists()
+    assert "READY: test-single-aws" in result.stderr
+    assert _Engine.completions == [{"model": "qwen2-7b", "prompt": "Hello", "max_tokens": 1}]
+    assert SENTINEL_SECRET not in result.stdout + result.stderr
+
+
+def test_ready_fails_when_the_key_is_refused(tmp_path: Path, engine_port: int) -> None:
+    tool("curl")
+    plan = _on_port(make_plan("single"), engine_port)
+    plan = plan.model_copy(update={"network": plan.network.model_copy(update={"health_check_grace_s": 1})})
+    root = sandbox(plan, "replica", tmp_path / "root")
+    (root / "run/infragen").mkdir(parents=True)
+    (root / "run/infragen/auth-header").write_text("Authorization: Bearer wrong\n")
+    result = run(root, "infragen-ready", tmp_path / "bin")
+    assert result.returncode != 0 and "no one-token completion" in result.stderr
+    assert not (root / "run/infragen/ready").exists()
+
+
+def _disk_fakes(bin_dir: Path, calls: Path, table: str, *, mounted: str = "", size_gib: int = 3576) -> None:
+    """Block-device tools answering from `table` (lsblk -dbno NAME,TYPE,SIZE,MODEL) and recording changes."""
+    record = f'echo "$(basename "$0") $*" >> {calls}\n'
+    fake(bin_dir, "findmnt", "echo /dev/nvme0n1p1\n")
+    fake(bin_dir, "lsblk", f"""
+case "$*" in
+  "-no PKNAME /dev/nvme0n1p1") echo nvme0n1 ;;
+  "-dbno NAME,TYPE,SIZE,MODEL") cat <<'TABLE'
+{table}TABLE
+  ;;
+  "-nro MOUNTPOINT /dev/nvme1n1") echo "{mounted}" ;;
+  -nro*) echo ;;
+  *) echo "unexpected lsblk $*" >&2; exit 1 ;;
+esac
+""")
+    fake(bin_dir, "mountpoint", "exit 1\n")
+    fake(bin_dir, "blkid", "exit 2\n")
+    fake(bin_dir, "udevadm", "exit 0\n")
+    fake(bin_dir, "df", f"echo Size; echo ' {size_gib}'\n")
+    for name in ("mdadm", "mkfs.xfs", "mount"):
+        fake(bin_dir, name, record)
+
+
+INSTANCE_STORE = (
+    "nvme0n1 disk 107374182400 Amazon Elastic Block Store\n"
+    "nvme1n1 disk 1900000000000 Amazon EC2 NVMe Instance Storage\n"
+    "nvme2n1 disk 1900000000000 Amazon EC2 NVMe Instance Storage\n"
+)
+
+
+def test_storage_stripes_every_instance_store_disk(tmp_path: Path) -> None:
+    root = sandbox(make_plan("packed"), "replica", tmp_path / "root")
+    calls = tmp_path / "calls"
+    _disk_fakes(tmp_path / "bin", calls, INSTANCE_STORE)
+    result = run(root, "infragen-storage", tmp_path / "bin")
+    assert result.returncode == 0, result.stderr
+    assert calls.read_text().splitlines() == [
+        "mdadm --create /dev/md/infragen --level=0 --raid-devices=2 --run --force /dev/nvme1n1 /dev/nvme2n1",
+        "mkfs.xfs -f -L infragen-models /dev/md/infragen",
+        f"mount -o noatime /dev/md/infragen {root}/opt/models",
+    ]
+    assert "found 2 instance-store disks; the plan expects 1" in result.stderr
+
+
+def test_storage_reuses_a_mounted_instance_store(tmp_path: Path) -> None:
+    root = sandbox(make_plan("packed"), "replica", tmp_path / "root")
+    calls = tmp_path / "calls"
+    _disk_fakes(tmp_path / "bin", calls, INSTANCE_STORE, mounted="/opt/dlami/nvme")
+    assert (result := run(root, "infragen-storage", tmp_path / "bin")).returncode == 0, result.stderr
+    assert calls.read_text().splitlines() == [f"mount --bind /opt/dlami/nvme {root}/opt/models"]
+
+
+def test_storage_fails_loudly_without_enough_space(tmp_path: Path) -> None:
+    root = sandbox(make_plan("packed"), "replica", tmp_path / "root")
+    _disk_fakes(tmp_path / "bin", tmp_path / "calls", INSTANCE_STORE, size_gib=50)
+    result = run(root, "infragen-storage", tmp_path / "bin")
+    assert result.returncode != 0 and "has 50 GiB; the plan needs 200 GiB" in result.stderr
+
+
+def test_storage_mounts_the_data_volume_of_the_planned_size(tmp_path: Path) -> None:
+    root = sandbox(make_plan("single"), "replica", tmp_path / "root")  # 60 GiB gp3 volume
+    calls = tmp_path / "calls"
+    table = ("nvme0n1 disk 107374182400 Amazon Elastic Block Store\n"
+             f"nvme1n1 disk {60 * 2**30} Amazon Elastic Block Store\n")
+    _disk_fakes(tmp_path / "bin", calls, table, size_gib=60)
+    assert (result := run(root, "infragen-storage", tmp_path / "bin")).returncode == 0, result.stderr
+    assert calls.read_text().splitlines() == [
+        "mkfs.xfs -f -L infragen-models /dev/nvme1n1", f"mount -o noatime /dev/nvme1n1 {root}/opt/models"]
