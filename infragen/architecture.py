@@ -6,9 +6,10 @@ Pure data plus parameter arithmetic; no I/O.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 AttentionKind = Literal["mha", "gqa", "mqa", "mla"]
 
@@ -108,6 +109,41 @@ class ModelArchitecture(BaseModel):
     """Other names that resolve to this entry (HF repo ids, spellings); matched case-insensitively."""
     notes: str = ""
     """Caveats for reviewers (which checkpoint, how the published count was rounded...)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic would read `hidden_size: true` as 1; a boolean is never a size.
+        if isinstance(value, bool) and cls.model_fields[info.field_name or ""].annotation is not bool:
+            raise ValueError(f"expected a number, found {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent_shape(self) -> ModelArchitecture:
+        def bad(field: str, message: str) -> PydanticCustomError:
+            return PydanticCustomError("conflict", message, {"field": field})
+
+        heads, kv = self.num_attention_heads, self.kv_heads
+        if kv > heads or heads % kv:
+            raise bad("num_kv_heads", f"{kv} must divide num_attention_heads ({heads})")
+        if self.head_dim is None and not self.is_mla and self.hidden_size % heads:
+            raise bad("head_dim", f"hidden_size {self.hidden_size} is not a multiple of {heads} heads; give head_dim")
+        if self.num_experts and not 1 <= self.num_experts_per_token <= self.num_experts:
+            raise bad("num_experts_per_token", f"must be between 1 and num_experts ({self.num_experts})")
+        if not self.num_experts and (self.num_experts_per_token or self.num_shared_experts or self.first_dense_layers):
+            raise bad("num_experts", "expert settings are given but num_experts is 0 (a dense model)")
+        if self.first_dense_layers > self.num_layers:
+            raise bad("first_dense_layers", f"{self.first_dense_layers} exceeds num_layers ({self.num_layers})")
+        if self.sliding_window_layers is not None and self.sliding_window_layers > self.num_layers:
+            raise bad("sliding_window_layers", f"exceeds num_layers ({self.num_layers})")
+        if self.is_mla and None in (self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim):
+            raise bad("kv_lora_rank", "MLA needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim too")
+        if (self.original_max_position_embeddings is None) != (self.yarn_factor is None):
+            raise bad("yarn_factor", "give yarn_factor and original_max_position_embeddings together")
+        native = self.original_max_position_embeddings
+        if native is not None and native >= self.max_position_embeddings:
+            raise bad("original_max_position_embeddings", "must be below max_position_embeddings")
+        return self
 
     # ------------------------------------------------------------------ derived shape
     @property

@@ -125,7 +125,10 @@ def _given(value: Any) -> str:
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
     """(location, message) for one pydantic error."""
-    loc = tuple(x for x in err["loc"] if x not in _UNION_TAGS)
+    # pydantic tags union members and wrapped validators in the location; they are not user fields.
+    loc = tuple(
+        x for x in err["loc"] if x not in _UNION_TAGS and not (isinstance(x, str) and x.startswith("function-"))
+    )
     ctx = err.get("ctx") or {}
     kind = err["type"]
     if kind == "conflict" and ctx.get("field"):

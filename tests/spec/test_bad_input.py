@@ -220,3 +220,23 @@ def test_console_entry_point_exit_2_without_traceback(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"Error: {path}: traffic.peak_requests_per_s: Input should be greater than 0")
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("  num_kv_heads: 3\n", "model.num_kv_heads: 3 must divide num_attention_heads (4)"),
+        ("  hidden_size: true\n", "model.hidden_size: expected a number, found True"),
+        ("  num_experts: 4\n  num_experts_per_token: 5\n", "model.num_experts_per_token: must be between 1 and"),
+        ("  num_shared_experts: 1\n", "model.num_experts: expert settings are given but num_experts is 0"),
+        ("  kv_lora_rank: 16\n", "model.kv_lora_rank: MLA needs qk_rope_head_dim"),
+        ("  yarn_factor: 4\n", "model.yarn_factor: give yarn_factor and original_max_position_embeddings"),
+        ("  hidden_sise: 64\n", "model.hidden_sise: unknown field; did you mean 'hidden_size'?"),
+    ],
+)
+def test_explicit_architecture_mistakes(tmp_path: Path, extra: str, expected: str) -> None:
+    base = {"hidden_size": "64", "num_layers": "2", "num_attention_heads": "4", "intermediate_size": "8",
+            "vocab_size": "8"}
+    lines = [f"  {k}: {v}\n" for k, v in base.items() if f"  {k}:" not in extra]
+    text = "model:\n" + "".join(lines) + extra + "traffic:\n  concurrent_users: 1\n"
+    assert expected in _fails(tmp_path, text)
