@@ -22,9 +22,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor` then an explicit key is an override, not a duplicate
         key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
         try:
             duplicate = key in seen

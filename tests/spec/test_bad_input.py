@@ -240,3 +240,11 @@ def test_explicit_architecture_mistakes(tmp_path: Path, extra: str, expected: st
     lines = [f"  {k}: {v}\n" for k, v in base.items() if f"  {k}:" not in extra]
     text = "model:\n" + "".join(lines) + extra + "traffic:\n  concurrent_users: 1\n"
     assert expected in _fails(tmp_path, text)
+
+
+def test_yaml_merge_key_override_is_not_a_duplicate(tmp_path: Path) -> None:
+    text = "x-base: &base\n  concurrent_users: 4\n"  # an unknown top-level key, so only check the parse
+    from infragen.validation import parse_yaml_text
+
+    data = parse_yaml_text(text + "traffic:\n  <<: *base\n  concurrent_users: 8\n", "w.yaml")
+    assert data["traffic"] == {"concurrent_users": 8}
