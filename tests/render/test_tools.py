@@ -5,6 +5,7 @@ Each runs on every role of every plan shape on both clouds (and, through the gol
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -83,3 +84,37 @@ def test_python_helpers_compile() -> None:
         for f in yaml.safe_load(text)["write_files"]:
             if f["path"].endswith(".py"):
                 compile(f["content"], f"{name}:{f['path']}", "exec")
+
+
+# Binaries the boot itself creates (scripts written by cloud-init, engines installed by infragen-install).
+_BOOT_MADE = re.compile(r"Command (/usr/local/sbin/infragen-[a-z-]+|/opt/infragen/\S+) is not executable")
+
+
+def _verify(paths: list[Path]) -> list[str]:
+    analyze = tool("systemd-analyze")
+    result = subprocess.run([analyze, "verify", "--man=no", *map(str, paths)], capture_output=True, text=True,
+                            timeout=120, cwd=paths[0].parent)
+    lines = (result.stdout + result.stderr).splitlines()
+    return [line for line in lines if line.strip() and not _BOOT_MADE.search(line)]
+
+
+def test_systemd_accepts_every_rendered_unit(tmp_path: Path) -> None:
+    """systemd's own parser finds no unknown key or bad value in any unit (instances of engine@ included)."""
+    problems = []
+    for name, text in _rendered().items():
+        folder = tmp_path / name.removesuffix(".yaml")
+        folder.mkdir()
+        units = []
+        for f in yaml.safe_load(text)["write_files"]:
+            if f["path"].startswith("/etc/systemd/system/"):
+                unit = folder / Path(f["path"]).name.replace("@.service", "@0.service")
+                unit.write_text(f["content"])
+                units.append(unit)
+        problems += [f"{name}: {line}" for line in _verify(units)]
+    assert not problems, "\n".join(problems)
+
+
+def test_systemd_verify_reports_a_bad_unit(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.service"
+    bad.write_text("[Service]\nExecStart=/bin/true\nRestrt=on-failure\n")
+    assert any("Unknown key" in line for line in _verify([bad]))
