@@ -187,6 +187,18 @@ _IMPORTERS: dict[str, Callable[[_Config], dict[str, Any]]] = {
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(_IMPORTERS)
 
 
+def _context_with_rope_scaling(c: _Config, context: int) -> int:
+    """A YaRN `rope_scaling` in the config (Qwen2.5 cards tell users to add one) extends the context to
+    factor x original, as vLLM derives max_model_len; the engine then needs no extra flag."""
+    scaling = c.data.get("rope_scaling")
+    if not isinstance(scaling, dict) or (scaling.get("rope_type") or scaling.get("type")) != "yarn":
+        return context
+    factor, native = scaling.get("factor"), scaling.get("original_max_position_embeddings")
+    if isinstance(factor, int | float) and not isinstance(factor, bool) and factor > 1 and isinstance(native, int):
+        return max(context, int(native * factor))
+    return context
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") or "custom"
 
@@ -207,6 +219,7 @@ def architecture_from_hf_config(data: Any, *, path: Path | str = "config.json") 
             "(or write the architecture explicitly under `model:`)",
         )
     fields = importer(c)
+    fields["max_position_embeddings"] = _context_with_rope_scaling(c, fields["max_position_embeddings"])
     name_or_path = c.str("_name_or_path") or ""
     # Name: the repo in `_name_or_path`, else the folder holding config.json, else the file's stem.
     file = Path(path)

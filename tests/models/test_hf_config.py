@@ -124,3 +124,15 @@ def test_unsupported_layouts_are_refused() -> None:
     data["mlp_bias"] = True
     with pytest.raises(InputError, match="mlp_bias"):
         architecture_from_hf_config(data)
+
+
+def test_yarn_rope_scaling_in_the_config_extends_the_context() -> None:
+    data = json.loads((FIXTURES / "qwen2-7b-instruct.json").read_text())
+    # What the Qwen2/2.5 model cards tell users to add for 128K.
+    data["rope_scaling"] = {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}
+    m = architecture_from_hf_config(data)
+    assert m.max_position_embeddings == 131072 and m.yarn_factor is None
+    # DeepSeek-V3 ships YaRN already folded into max_position_embeddings (4096 x 40).
+    assert load_hf_config(FIXTURES / "deepseek-v3.json").max_position_embeddings == 163840
+    # Llama 3.1's llama3 rope type is not YaRN: the config's 131072 stands.
+    assert load_hf_config(FIXTURES / "llama-3.1-8b-instruct.json").max_position_embeddings == 131072
