@@ -214,6 +214,8 @@ def _files(plan: Plan, role: str) -> list[tuple[str, str, str]]:
         files.append((f"{SBIN_DIR}/infragen-ray", "0755", "scripts/ray.sh.j2"))
     if role in ("replica", "head"):
         files.append((f"{SBIN_DIR}/infragen-ready", "0755", "scripts/ready.sh.j2"))
+    if plan.engine.env:
+        files.append(("/etc/infragen/engine-common.env", "0644", "units/engine-common.env.j2"))
     files.append((f"{UNIT_DIR}/infragen-boot.service", "0644", "units/boot.service.j2"))
     if plan.deployment.nodes_per_replica > 1:
         files.append((f"{UNIT_DIR}/infragen-ray.service", "0644", "units/ray.service.j2"))
@@ -251,6 +253,7 @@ def _environment() -> jinja2.Environment:
                              comment_start_string="{%#", comment_end_string="#%}")
     env.filters["sh"] = shell_quote
     env.filters["systemd"] = systemd_quote
+    env.filters["env_value"] = env_file_quote
     env.filters["yaml_str"] = lambda v: yaml.safe_dump(str(v), default_style="'").strip().removesuffix("\n...")
     return env
 
@@ -263,6 +266,14 @@ def shell_quote(value: object) -> str:
 def systemd_quote(value: object) -> str:
     """One word of a systemd command line or Environment= assignment (`%` and `$` escaped, quoted if needed)."""
     text = str(value).replace("%", "%%").replace("$", "$$")
+    if text and _SYSTEMD_SAFE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def env_file_quote(value: object) -> str:
+    """A value in a systemd EnvironmentFile (no `$`/`%` expansion there; double quotes with backslash escapes)."""
+    text = str(value)
     if text and _SYSTEMD_SAFE.match(text):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

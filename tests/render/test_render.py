@@ -12,7 +12,7 @@ import yaml
 from infragen.errors import InputError
 from infragen.plan import Plan
 from infragen.render import USER_DATA_MAX_BYTES, node_roles, render_all, render_user_data
-from infragen.render.cloud_init import ENGINE_BINARY, _environment, systemd_quote
+from infragen.render.cloud_init import ENGINE_BINARY, _environment, env_file_quote, systemd_quote
 from tests.plan_factory import SENTINEL_SECRET, make_plan
 from tests.render.support import CLOUDS, SHAPES
 
@@ -44,7 +44,7 @@ def test_head_address_rules() -> None:
         render_user_data(single, "head", head_address="10.0.0.10")
     worker = files_of(render_user_data(multi, "worker", head_address="10.1.2.3"))
     assert "HEAD=10.1.2.3" in worker["/usr/local/sbin/infragen-ray"]
-    assert "ExecStart=/usr/local/sbin/infragen-ray worker" in worker["/etc/systemd/system/infragen-ray.service"]
+    assert "ExecStart=/usr/local/sbin/infragen-ray" in worker["/etc/systemd/system/infragen-ray.service"]
     # Workers run Ray only: no engine, no readiness probe.
     assert not any("infragen-engine" in p or "ready" in p for p in worker)
 
@@ -79,8 +79,10 @@ def test_exec_start_is_the_plans_argv(plan: Plan) -> None:
     assert f"infragen-engine@{plan.deployment.replicas_per_node - 1}.service" in files[
         "/etc/systemd/system/infragen.target"]
     assert unit_lines(unit, "Restart") == ["on-failure"]
-    for name, value in plan.engine.env.items():
-        assert f"{name}={value}" in unit_lines(unit, "Environment")
+    if plan.engine.env:
+        assert "/etc/infragen/engine-common.env" in unit_lines(unit, "EnvironmentFile")
+        common = files["/etc/infragen/engine-common.env"].splitlines()
+        assert common == [f"{name}={value}" for name, value in plan.engine.env.items()]
 
 
 def test_packed_replicas_get_their_own_port_and_gpu() -> None:
@@ -132,7 +134,13 @@ def test_multinode_head_waits_for_every_gpu_then_serves_with_ray() -> None:
     unit = files["/etc/systemd/system/infragen-engine@.service"]
     assert unit_lines(unit, "ExecStartPre") == ["/usr/local/sbin/infragen-ray wait"]
     assert "--distributed-executor-backend ray" in unit_lines(unit, "ExecStart")[0]
-    assert "FI_PROVIDER=efa" in unit_lines(files["/etc/systemd/system/infragen-ray.service"], "Environment")
+    assert "FI_PROVIDER=efa" in files["/etc/infragen/engine-common.env"].splitlines()
+    ray_unit = files["/etc/systemd/system/infragen-ray.service"]
+    assert unit_lines(ray_unit, "EnvironmentFile") == ["/etc/infragen/engine-common.env"]
+    assert "HF_HUB_OFFLINE=1" in unit_lines(ray_unit, "Environment")[0]
+    assert "--head" in ray and "wait" in ray
+    worker = files_of(render_user_data(plan, "worker", head_address="10.0.0.10"))["/usr/local/sbin/infragen-ray"]
+    assert '--address="$HEAD:$PORT"' in worker and "cluster_resources" not in worker
     assert "fi_info -p efa" in files["/usr/local/sbin/infragen-gpu-check"]
 
 
@@ -197,3 +205,9 @@ def test_systemd_quoting() -> None:
     assert systemd_quote("--max-model-len") == "--max-model-len"
     assert systemd_quote("50%") == '"50%%"'
     assert systemd_quote('a "b" $HOME') == '"a \\"b\\" $$HOME"'
+
+
+def test_environment_file_quoting() -> None:
+    assert env_file_quote("eth0") == "eth0"
+    assert env_file_quote("a b$c%") == '"a b$c%"'  # EnvironmentFile expands neither $ nor %
+    assert env_file_quote('x"y\\z') == '"x\\"y\\\\z"'
