@@ -93,13 +93,13 @@ def test_unreadable_or_mangling_secrets_fail_loudly(tmp_path: Path) -> None:
     assert "two words" not in result.stderr
 
 
-def test_model_download_calls_the_hf_cli_once_then_is_a_no_op(tmp_path: Path) -> None:
+def test_model_download_calls_the_hf_cli_until_it_works_then_is_a_no_op(tmp_path: Path) -> None:
     plan = make_plan("cpu")
     root = sandbox(plan, "replica", tmp_path / "root")
     (root / "run/infragen").mkdir(parents=True)
     (root / "run/infragen/hf-token").write_text(HF_SENTINEL)
     calls = tmp_path / "calls"
-    cli = root / "opt/infragen/tools/bin/huggingface-cli"
+    cli = root / "opt/infragen/tools/bin/hf"
     cli.parent.mkdir(parents=True)
     # Fails once (the retry path), then records its arguments and whether it saw the token.
     cli.write_text(f'#!/bin/bash\nif [ ! -e {tmp_path}/failed ]; then touch {tmp_path}/failed; exit 1; fi\n'
