@@ -203,7 +203,7 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
         capacity = mem.capacity_tokens
     if capacity <= 0:
         return f"{rid}: model does not fit (weights {mem.weights_bytes / GIB:.1f} GiB per GPU)"
-    eng = "tensorrt-llm" if trt else "vllm"
+    eng = "tensorrt-llm" if trt else "vllm-0.5"  # the Lambda rows ran vLLM 0.5.4
     setup = gpu_setup(model, gpu_figures(acc), prec, mem.kv_bytes_per_token_gpu, eng, tp, pp, 1)
     conc_text = row["concurrency"].lower()
     if engine == "vLLM":
@@ -339,14 +339,15 @@ def fit(only: tuple[str, ...] = ()) -> None:
     plan: list[tuple[str, tuple[str, ...], dict[str, tuple[float, float | None]]]] = [
         ("tensorrt-llm", ("TensorRT-LLM",),
          {"prefill_compute_fraction": (0.3, 0.95), "decode_bandwidth_fraction": (0.4, 0.95),
-          "step_overhead_ms": (0.0, 10.0), "per_layer_overhead_us": (0.0, 40.0)}),
+          "kv_bandwidth_fraction": (0.2, 0.95), "step_overhead_ms": (0.0, 10.0),
+          "per_layer_overhead_us": (0.0, 40.0)}),
         ("interconnect", ("TensorRT-LLM",),
          {"pcie_link_efficiency": (0.1, 1.0), "link_efficiency": (0.3, 1.0)}),
         # vLLM's kernels are not assumed better than TensorRT-LLM's: fractions searched up to TRT's fitted values.
-        ("vllm", ("vLLM",),
+        ("vllm-0.5", ("vLLM",),
          {"step_overhead_ms": (0.0, 30.0), "per_seq_overhead_ms": (0.0, 0.3),
           "per_layer_overhead_us": (0.0, 60.0), "decode_bandwidth_fraction": (0.3, None),
-          "prefill_compute_fraction": (0.2, None)}),
+          "kv_bandwidth_fraction": (0.2, None), "prefill_compute_fraction": (0.2, None)}),
     ]
     for engine, rows_of, params in plan:
         if only and engine not in only:
@@ -366,6 +367,8 @@ def fit(only: tuple[str, ...] = ()) -> None:
                 section[key] = best[1]
                 _apply(doc)
             print(engine, {k: section[k] for k in params}, file=sys.stderr)
+    if not only or "vllm" in only:
+        fit_release(doc)
     keep_cpu = lambda o: o.group.startswith("llama.cpp (ryzen")  # noqa: E731
     for key, (lo, hi) in {"generation_bandwidth_fraction": (0.3, 1.0), "per_thread_bandwidth_gb_per_s": (4.0, 30.0),
                           "prompt_flops_fraction": (0.2, 1.0)}.items():
@@ -392,6 +395,52 @@ def _apply(doc: dict[str, object]) -> None:
     vllm_memory.cache_clear()
 
 
+#: vLLM blog 'vLLM v0.6.0: 2.7x Throughput Improvement and 5x Latency Reduction' (2024-09-05): v0.6.0 vs v0.5.3
+#: on ShareGPT (500 prompts): 2.7x throughput for Llama 3 8B on 1 x H100, 1.8x for 70B on 4 x H100.
+RELEASE_GAIN_8B = 2.7
+RELEASE_GAIN_70B = 1.8
+
+
+def release_gain(model_name: str, tp: int) -> float:
+    """Predicted throughput of the current `vllm` profile over `vllm-0.5` on 500 ShareGPT prompts, H100 bf16."""
+    model, acc = arch(model_name), _accelerator("h100-sxm", "")
+    n = 500
+    outs = [max(1, min(2048 - SHAREGPT_INPUT_TOKENS,
+                       round(-SHAREGPT_OUTPUT_MEAN_TOKENS * math.log(1 - (i + 0.5) / n)))) for i in range(n)]
+    ins = [SHAREGPT_INPUT_TOKENS] * n
+    mem = vllm_memory(model, 80.0, "bf16", "bf16", tp, 1, 0.9)
+    rates = []
+    for engine in ("vllm", "vllm-0.5"):
+        setup = gpu_setup(model, gpu_figures(acc), "bf16", mem.kv_bytes_per_token_gpu, engine, tp, 1, 1)
+        rates.append(simulate_drain(setup, ins, outs, 256, mem.capacity_tokens).output_tokens_per_s)
+    return rates[0] / rates[1]
+
+
+def fit_release(doc: dict[str, object]) -> None:
+    """Scale vllm-0.5's host overheads by one factor k so the 8B gain matches the blog's 2.7x (70B: a check)."""
+    engines = doc["engines"]  # type: ignore[index]
+    old = engines["vllm-0.5"]  # type: ignore[index]
+    keys = ("step_overhead_ms", "per_seq_overhead_ms", "per_layer_overhead_us")
+
+    def scaled(k: float) -> dict[str, object]:
+        # No floor at TensorRT-LLM's fitted overheads: with one, the model reaches only 1.30x of the blog's 2.7x.
+        return {**old, **{key: round(old[key] * k, 4) for key in keys}}
+
+    best = (math.inf, 1.0)
+    for i in range(1, 41):
+        k = i / 40
+        engines["vllm"] = scaled(k)  # type: ignore[index]
+        _apply(doc)
+        err = abs(math.log(release_gain("llama-3.1-8b", 1) / RELEASE_GAIN_8B))
+        if err < best[0]:
+            best = (err, k)
+    k = best[1]
+    engines["vllm"] = scaled(k)  # type: ignore[index]
+    _apply(doc)
+    print(f"release factor k={k}: 8B gain {release_gain('llama-3.1-8b', 1):.2f} (blog 2.7), "
+          f"70B TP4 gain {release_gain('llama-3.1-70b', 4):.2f} (blog 1.8, not fitted)", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fit", action="store_true", help="search the engine constants and print them as YAML")
@@ -413,6 +462,9 @@ def main() -> None:
         for o in sorted(rows, key=lambda o: -abs(o.error))[:3]:
             print(f"  {group:<44} {o.row_id} {o.metric:<28} measured {o.measured:>10.2f} "
                   f"predicted {o.predicted:>10.2f} ({o.error:+.0%}) {o.note}")
+    print(f"\nvLLM release check (v0.6 vs v0.5 throughput, ShareGPT 500 prompts, H100 bf16): "
+          f"8B TP1 {release_gain('llama-3.1-8b', 1):.2f}x (blog {RELEASE_GAIN_8B}x, fitted), "
+          f"70B TP4 {release_gain('llama-3.1-70b', 4):.2f}x (blog {RELEASE_GAIN_70B}x, not fitted)")
     over, total = ceiling_check(outcomes)
     print(f"\nvLLM prediction > 1.15 x TensorRT-LLM measurement: {over} of {total} saturation rows")
     print("\nerror bands (80th percentile |err|) per regime:")

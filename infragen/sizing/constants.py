@@ -45,7 +45,9 @@ class EngineConstants(_Frozen):
     prefill_compute_fraction: float = Field(gt=0, le=1)
     """Sustained fraction of dense tensor peak in large matrix multiplies."""
     decode_bandwidth_fraction: float = Field(gt=0, le=1)
-    """Sustained fraction of peak HBM bandwidth when streaming weights and KV."""
+    """Sustained fraction of peak HBM bandwidth when streaming weights (GEMV/GEMM reads)."""
+    kv_bandwidth_fraction: float = Field(gt=0, le=1)
+    """Sustained fraction of peak HBM bandwidth when attention kernels read the paged KV cache."""
     step_overhead_ms: float = Field(ge=0)
     """Fixed host-side cost of one scheduler step (scheduling, sampling, launch), ms."""
     per_seq_overhead_ms: float = Field(ge=0)

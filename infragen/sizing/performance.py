@@ -203,7 +203,10 @@ def stage_step_s(
     weights_read = s.weight_bytes_dense_gpu + s.expert_bytes_gpu * expert_read_fraction(
         s.num_experts, s.experts_per_token, tokens
     )
-    t_memory = (weights_read + kv_read) / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+    t_memory = (
+        weights_read / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+        + kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
+    )
     t_comm = 0.0
     layers_per_stage = math.ceil(s.num_layers / s.pp)
     if s.tp > 1:

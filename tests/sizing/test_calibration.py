@@ -62,7 +62,7 @@ def test_ho0644_vllm_8b_fp8_h100_sharegpt() -> None:
     n = 320
     outs = [max(1, min(1828, round(-200 * math.log(1 - (i + 0.5) / n)))) for i in range(n)]
     mem = vllm_memory(LLAMA31_8B, 80.0, "fp8", "bf16", 1, 1, 0.9, profile_tokens=2048, count_cuda_graphs=False)
-    setup = gpu_setup(LLAMA31_8B, gpu_figures(H100), "fp8", mem.kv_bytes_per_token_gpu, "vllm", 1, 1, 1)
+    setup = gpu_setup(LLAMA31_8B, gpu_figures(H100), "fp8", mem.kv_bytes_per_token_gpu, "vllm-0.5", 1, 1, 1)
     result = simulate_drain(setup, [220] * n, outs, 256, mem.capacity_tokens)
     assert result.output_tokens_per_s == pytest.approx(3400.4, rel=0.25)
 
