@@ -21,7 +21,8 @@ from infragen.plan import Plan
 
 #: The one place that knows where the templates live: `templates/` at the repository root (editable install).
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
-#: Both clouds' user-data limit is at least this (AWS EC2: 16 KB raw; Alibaba ECS: 32 KB), so we stay under it.
+#: The smaller of the two clouds' user-data limits (AWS EC2: 16 KB raw; Alibaba ECS: 32 KB); tests keep every
+#: rendered file under it.
 USER_DATA_MAX_BYTES = 16 * 1024
 #: Address the renderer assumes for a multi-node head when the caller gives none (`render_all`, CLI inspection).
 DEFAULT_HEAD_ADDRESS = "10.0.0.10"
@@ -75,6 +76,7 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None) 
         raise InputError("head_address is only meaningful for multi-node plans (roles head and worker)")
     if role != "replica" and not head_address:
         raise InputError(f"role {role} of a multi-node plan needs head_address (the head node's private IP)")
+    _check_printable(plan)
     context = _context(plan, role, head_address)
     env = _environment()
     files = [
@@ -82,7 +84,7 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None) 
         for path, mode, template in _files(plan, role)
     ]
     text = env.get_template("cloud-config.yaml.j2").render({**context, "files": files})
-    _self_check(text, files, plan, role)
+    _self_check(text, files)
     return text
 
 
@@ -295,13 +297,39 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
     return argv[i] if i is not None else None
 
 
-def _self_check(text: str, files: list[dict[str, str]], plan: Plan, role: str) -> None:
-    """The output parses as YAML and carries every file byte for byte (catches indentation bugs)."""
+#: The plan parts whose strings reach the user-data (explanation, warnings and alternatives never do).
+_RENDERED_PARTS = ("workload", "infragen_version", "deployment", "model", "engine", "storage", "network", "secrets")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_printable(plan: Plan) -> None:
+    """Refuse control characters (newlines...) in any rendered plan string: they could inject YAML keys,
+    unit directives or shell commands into the user-data."""
+
+    def walk(value: object, where: str) -> None:
+        if isinstance(value, str):
+            if _CONTROL.search(value):
+                raise InputError(f"plan {where} contains a control character; refusing to render it")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(key, f"{where} key")
+                walk(item, f"{where}.{key}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, f"{where}[{i}]")
+
+    data = plan.model_dump(mode="json", include=set(_RENDERED_PARTS))
+    for part in _RENDERED_PARTS:
+        walk(data[part], part)
+
+
+def _self_check(text: str, files: list[dict[str, str]]) -> None:
+    """The output parses as YAML and carries every file byte for byte (catches indentation bugs).
+
+    Size is not enforced here: the tests keep every shape and example under USER_DATA_MAX_BYTES, and each
+    provisioner checks its cloud's own limit (AWS 16 KB raw, gzip above; Alibaba 32 KB)."""
     data = yaml.safe_load(text)
     written = {f["path"]: f["content"] for f in data.get("write_files", [])}
     for f in files:
         if written.get(f["path"]) != f["content"]:
             raise RuntimeError(f"rendered user-data mangles {f['path']} (template indentation bug)")
-    size = len(text.encode())
-    if size > USER_DATA_MAX_BYTES:
-        raise RuntimeError(f"user-data for {plan.workload}/{role} is {size} bytes, over {USER_DATA_MAX_BYTES}")

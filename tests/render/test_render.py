@@ -12,7 +12,7 @@ import yaml
 from infragen.errors import InputError
 from infragen.plan import Plan
 from infragen.render import USER_DATA_MAX_BYTES, node_roles, render_all, render_user_data
-from infragen.render.cloud_init import ENGINE_BINARY, _environment, env_file_quote, systemd_quote
+from infragen.render.cloud_init import ENGINE_BINARY, _environment, _self_check, env_file_quote, systemd_quote
 from tests.plan_factory import SENTINEL_SECRET, make_plan
 from tests.render.support import CLOUDS, SHAPES
 
@@ -211,3 +211,19 @@ def test_environment_file_quoting() -> None:
     assert env_file_quote("eth0") == "eth0"
     assert env_file_quote("a b$c%") == '"a b$c%"'  # EnvironmentFile expands neither $ nor %
     assert env_file_quote('x"y\\z') == '"x\\"y\\\\z"'
+
+
+def test_control_characters_in_plan_strings_are_refused() -> None:
+    """A newline in a rendered string could inject YAML keys, unit directives or shell commands."""
+    plan = make_plan("single")
+    evil = plan.model_copy(update={"model": plan.model.model_copy(update={"served_model_name": "m\nruncmd: [x]"})})
+    with pytest.raises(InputError, match=r"model.served_model_name contains a control character"):
+        render_user_data(evil, "replica")
+    evil_env = _with_engine(plan, env={"NCCL_DEBUG": "WARN\nExecStartPre=/bin/evil"})
+    with pytest.raises(InputError, match=r"engine.env.NCCL_DEBUG"):
+        render_user_data(evil_env, "replica")
+
+
+def test_self_check_catches_a_mangled_file() -> None:
+    with pytest.raises(RuntimeError, match="mangles /x"):
+        _self_check("#cloud-config\nwrite_files: []\n", [{"path": "/x", "content": "y\n"}])
