@@ -389,3 +389,18 @@ def test_importing_provision_loads_no_cloud_sdk() -> None:
             "print(','.join(m for m in ('pulumi_aws', 'pulumi_alicloud') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_real_renderer_user_data_fits_and_names_the_head(kind: str) -> None:
+    pytest.importorskip("infragen.render")
+    plan = make_plan(kind, "aws")
+    rec = run_program(lambda: build_aws(plan, make_settings()), call_results=AWS_CALLS, computed=AWS_COMPUTED)
+    assert not rec.errors, rec.errors
+    for lt in rec.of_type(LT):
+        assert len(base64.b64decode(lt.inputs["userData"])) <= 16 * 1024, lt.name
+        text = user_data_of(lt.inputs)
+        assert text.startswith("#cloud-config") and plan.digest in text, lt.name
+        assert HF_SENTINEL not in text and API_SENTINEL not in text
+        if plan.deployment.nodes_per_replica > 1:
+            assert "10.40.0.10" in text, f"{lt.name} does not know the head address"
