@@ -249,3 +249,60 @@ def test_storage_mounts_the_data_volume_of_the_planned_size(tmp_path: Path) -> N
     assert (result := run(root, "infragen-storage", tmp_path / "bin")).returncode == 0, result.stderr
     assert calls.read_text().splitlines() == [
         "mkfs.xfs -f -L infragen-models /dev/nvme1n1", f"mount -o noatime /dev/nvme1n1 {root}/opt/models"]
+
+
+def test_gpu_check_fails_loudly_on_a_missing_driver_or_gpus(tmp_path: Path) -> None:
+    plan = make_plan("multinode")  # 8 GPUs per node, EFA
+    root = sandbox(plan, "worker", tmp_path / "root")
+    bin_dir = tmp_path / "bin"
+    fake(bin_dir, "nvidia-smi", "exit 9\n")
+    result = run(root, "infragen-gpu-check", bin_dir)
+    assert result.returncode != 0 and "FATAL: nvidia-smi failed" in result.stderr
+    gpus = "".join(f"echo 'GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})'\n" for i in range(7))
+    fake(bin_dir, "nvidia-smi", f'if [ "${{1:-}}" = -L ]; then\n{gpus}fi\n')
+    result = run(root, "infragen-gpu-check", bin_dir)
+    assert result.returncode != 0 and "lists 7 GPUs; the plan (p5.48xlarge) expects 8" in result.stderr
+    gpus += "echo 'GPU 7: NVIDIA H100 80GB HBM3 (UUID: GPU-7)'\n"
+    fake(bin_dir, "nvidia-smi", f'if [ "${{1:-}}" = -L ]; then\n{gpus}else echo "NVIDIA H100 80GB HBM3, 550.90"; fi\n')
+    fake(bin_dir, "fi_info", "exit 61\n")
+    result = run(root, "infragen-gpu-check", bin_dir)
+    assert result.returncode != 0 and "no EFA device" in result.stderr
+    fake(bin_dir, "fi_info", "echo 'provider: efa'; echo '    domain: rdmap0s0-rdm'\n")
+    result = run(root, "infragen-gpu-check", bin_dir)
+    assert result.returncode == 0, result.stderr
+    assert "8 GPUs" in result.stderr and "EFA devices: 1" in result.stderr
+
+
+def test_install_pins_the_engine_version_once(tmp_path: Path) -> None:
+    plan = make_plan("multinode")
+    root = sandbox(plan, "head", tmp_path / "root")
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    # python3 -m venv DIR makes DIR/bin/pip (records its arguments) and DIR/bin/vllm.
+    fake(bin_dir, "python3", f"""
+dir=$3; mkdir -p "$dir/bin"
+printf '#!/bin/bash\\necho "%s/pip $*" >> {calls}\\n' "$dir" > "$dir/bin/pip"
+printf '#!/bin/bash\\nexit 0\\n' > "$dir/bin/vllm"
+chmod +x "$dir/bin/pip" "$dir/bin/vllm"
+""")
+    fake(bin_dir, "aws", "exit 0\n")  # the image has an AWS CLI: none is installed
+    assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
+    lines = [line.replace(str(root), "") for line in calls.read_text().splitlines()]
+    assert "/opt/infragen/venv/pip install -q vllm==0.6.6.post1 ray" in lines
+    assert "/opt/infragen/tools/pip install -q huggingface_hub==0.36.2" in lines
+    assert not any("awscli" in line for line in lines)
+    assert run(root, "infragen-install", bin_dir).returncode == 0
+    assert len(calls.read_text().splitlines()) == len(lines)  # second boot: marker, nothing reinstalled
+
+
+def test_ray_worker_joins_the_head_from_its_own_address(tmp_path: Path) -> None:
+    root = sandbox(make_plan("multinode", "alicloud"), "worker", tmp_path / "root")
+    bin_dir = tmp_path / "bin"
+    fake(bin_dir, "ip", 'echo "10.0.0.10 via 10.0.1.1 dev eth0 src 10.0.1.23 uid 0"\n')
+    ray = root / "opt/infragen/venv/bin/ray"
+    ray.parent.mkdir(parents=True)
+    ray.write_text('#!/bin/bash\necho "ray $* VLLM_HOST_IP=$VLLM_HOST_IP"\n')
+    ray.chmod(0o755)
+    result = run(root, "infragen-ray", bin_dir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ("ray start --block --address=10.0.0.10:6379 --node-ip-address=10.0.1.23 "
+                                     "--num-gpus=8 VLLM_HOST_IP=10.0.1.23")
