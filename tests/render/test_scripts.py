@@ -34,7 +34,8 @@ def sandbox(plan: Plan, role: str, root: Path, *, fast: bool = True) -> Path:
         for d in NODE_DIRS:
             content = content.replace(d, f"{root}{d}")
         if fast:  # the same control flow without the real back-off delays
-            content = content.replace("sleep 10", "sleep 0.05").replace('sleep "$delay"', "sleep 0.01")
+            for slow, quick in (("sleep 10", "sleep 0.05"), ("sleep 15", "sleep 0.05"), ('sleep "$delay"', "sleep 0")):
+                content = content.replace(slow, quick)
         path = root / f["path"].lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
@@ -306,3 +307,22 @@ def test_ray_worker_joins_the_head_from_its_own_address(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ("ray start --block --address=10.0.0.10:6379 --node-ip-address=10.0.1.23 "
                                      "--num-gpus=8 VLLM_HOST_IP=10.0.1.23")
+
+
+def test_ray_head_waits_until_every_gpu_has_joined(tmp_path: Path) -> None:
+    root = sandbox(make_plan("multinode"), "head", tmp_path / "root")
+    venv = root / "opt/infragen/venv/bin"
+    venv.mkdir(parents=True)
+    counts = tmp_path / "counts"
+    counts.write_text("0\n8\n16\n")
+    # ray.cluster_resources()["GPU"] as the cluster grows: the head alone, then each worker.
+    (venv / "python").write_text(f'#!/bin/bash\nhead -n 1 {counts}\nsed -i 1d {counts}\n')
+    (venv / "ray").write_text('#!/bin/bash\necho "ray $*"\n')
+    for exe in ("python", "ray"):
+        (venv / exe).chmod(0o755)
+    result = run(root, "infragen-ray", tmp_path / "bin", "wait")
+    assert result.returncode == 0, result.stderr
+    assert "Ray cluster has 8 of 16 GPUs" in result.stderr and "all 16 GPUs joined" in result.stderr
+    assert result.stdout.strip() == "ray status"
+    head = run(root, "infragen-ray", tmp_path / "bin")
+    assert head.stdout.strip() == "ray start --block --head --port=6379 --node-ip-address=10.0.0.10 --num-gpus=8"
