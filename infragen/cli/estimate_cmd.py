@@ -66,10 +66,11 @@ def render_table(doc: dict[str, Any]) -> str:
         return "\n".join(lines)
     mem, lat, thr = doc["memory"], doc["latency"], doc["throughput"]
     band = doc["uncertainty"]["relative"]
+    where = "per GPU" if hw["gpu"] else "in RAM "
     lines += [
-        f"  weights per GPU        {mem['weights_gib_per_gpu']:.2f} GiB",
-        f"  overhead per GPU       {mem['overhead_gib_per_gpu']:.2f} GiB",
-        f"  KV cache per GPU       {mem['kv_cache_gib_per_gpu']:.2f} GiB"
+        f"  weights {where}        {mem['weights_gib_per_gpu']:.2f} GiB",
+        f"  overhead {where}       {mem['overhead_gib_per_gpu']:.2f} GiB",
+        f"  KV cache {where}       {mem['kv_cache_gib_per_gpu']:.2f} GiB"
         f" ({mem['kv_cache_capacity_tokens']} tokens, {mem['kv_cache_bytes_per_token']} bytes/token)",
         f"  max_model_len          {mem['max_model_len']}",
         f"  max concurrency        {mem['max_concurrency']}",
@@ -77,7 +78,7 @@ def render_table(doc: dict[str, Any]) -> str:
         f"  TTFT                   {lat['ttft_ms']:.1f} ms",
         f"  TPOT                   {lat['tpot_ms']:.2f} ms",
         f"  end-to-end             {lat['e2e_ms']:.0f} ms",
-        f"  output tokens/s        {thr['output_tokens_per_s']:.0f} (all GPUs)",
+        f"  output tokens/s        {thr['output_tokens_per_s']:.0f} (whole replica)",
         f"  requests/s             {thr['requests_per_s']:.2f}",
         f"  uncertainty            +/-{band:.0%} ({doc['regime']})",
     ]
