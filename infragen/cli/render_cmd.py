@@ -44,10 +44,11 @@ def _load(source: Path) -> Plan:
         raise InputError(f"{source} does not exist")
     if source.suffix == ".json":
         return load_plan(source)
-    try:
-        from infragen.sizing import plan_file
-    except ImportError:
+    import infragen.sizing as sizing  # a broken sizing package is a bug: let its ImportError show
+
+    plan_file = getattr(sizing, "plan_file", None)
+    if plan_file is None:
         raise InputError(f"{source}: planning a workload needs infragen.sizing.plan_file, which this build lacks",
-                         fix="pass a plan JSON written by `infragen plan --out`") from None
+                         fix="pass a plan JSON written by `infragen plan --out`")
     plan: Plan = plan_file(source)
     return plan

@@ -45,3 +45,16 @@ def test_render_bad_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     path.write_text(tampered)
     code, _, err = _run(["render", str(path), "--out", str(tmp_path)], capsys)
     assert code == 2 and "digest" in err
+
+
+def test_render_a_workload_plans_it_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("infragen.sizing", reason="sizing package missing")
+    from infragen import sizing
+
+    if not hasattr(sizing, "plan_file"):
+        pytest.skip("infragen.sizing.plan_file is not written yet (planner engineer)")
+    example = Path(__file__).resolve().parents[2] / "examples" / "team-chatbot.yaml"
+    code, out, err = _run(["render", str(example), "--out", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert (tmp_path / "replica.yaml").read_text().startswith("#cloud-config")
+    assert "plan " in out
