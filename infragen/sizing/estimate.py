@@ -43,6 +43,8 @@ __all__ = [
 
 #: llama.cpp parallel slots infragen configures at most (a policy default, not a measurement).
 LLAMA_CPP_MAX_SLOTS = 16
+#: Largest batch of TensorRT-LLM's saturation benchmark assumed for the ceiling (trtllm-bench; assumption).
+TRTLLM_MAX_BATCH = 2048
 #: Host RAM kept for the OS, llama-server's compute buffers and page cache slack, GiB (assumption).
 LLAMA_CPP_HOST_RESERVED_GIB = 2.0
 
@@ -282,10 +284,13 @@ def estimate(
     speed = steady_state(setup, input_len, output_len, conc)
     tpot_s, ttft_s = speed.tpot_s, speed.ttft_s
     ceiling = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "tensorrt-llm", tp, pp, nodes)
-    best = steady_state(ceiling, input_len, output_len, conc)
+    # The ceiling is TensorRT-LLM's saturation throughput for these lengths on this hardware (what its
+    # published measurements are): all requests queued, batch up to 2048 or what the KV cache holds.
+    trt_batch = max(1, min(TRTLLM_MAX_BATCH, mem.kv_cache_capacity_tokens // seq_len))
+    best = steady_state(ceiling, input_len, output_len, trt_batch)
     if speed.output_tokens_per_s > c.trtllm_ceiling_factor * best.output_tokens_per_s:
         tpot_s = conc / (c.trtllm_ceiling_factor * best.output_tokens_per_s)
-        notes.append(f"capped at {c.trtllm_ceiling_factor} x the TensorRT-LLM-engine prediction")
+        notes.append(f"capped at {c.trtllm_ceiling_factor} x the TensorRT-LLM saturation prediction")
     e2e_s = ttft_s + (output_len - 1) * tpot_s
     regime = "gpu-decode-compute-bound" if speed.compute_bound else "gpu-decode-memory-bound"
     if nodes > 1:
