@@ -39,7 +39,7 @@ def sandbox(plan: Plan, role: str, root: Path, *, fast: bool = True) -> Path:
         path = root / f["path"].lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content)
-        path.chmod(int(f["permissions"], 8))
+        path.chmod(int(f.get("permissions", "0644"), 8))  # cloud-init writes 0644 by default
     return root
 
 
