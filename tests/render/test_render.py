@@ -148,7 +148,7 @@ def test_storage_follows_the_plan() -> None:
     nvme = files_of(render_user_data(make_plan("packed"), "replica"))["/usr/local/sbin/infragen-storage"]
     assert "mdadm --create" in nvme and "Amazon EC2 NVMe Instance Storage" in nvme and "EXPECTED=1" in nvme
     volume = files_of(render_user_data(make_plan("single"), "replica"))["/usr/local/sbin/infragen-storage"]
-    assert "mdadm" not in volume and "BYTES=$(( 60 * 1073741824 ))" in volume
+    assert "mdadm" not in volume and "SIZES=\" $(( 60 * 1073741824 )) \"" in volume
 
 
 def test_no_secret_in_output(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -326,3 +326,20 @@ def test_ray_head_waits_until_every_gpu_has_joined(tmp_path: Path) -> None:
     assert result.stdout.strip() == "ray status"
     head = run(root, "infragen-ray", tmp_path / "bin")
     assert head.stdout.strip() == "ray start --block --head --port=6379 --node-ip-address=10.0.0.10 --num-gpus=8"
+
+
+def test_storage_accepts_a_disk_sized_to_the_required_space(tmp_path: Path) -> None:
+    """Alibaba sizes the data disk max(volume_gib, required_gib): that disk is the volume too."""
+    plan = make_plan("single", "alicloud")
+    plan = plan.model_copy(update={"storage": plan.storage.model_copy(update={"volume_gib": 40, "required_gib": 60})})
+    root = sandbox(plan, "replica", tmp_path / "root")
+    calls = tmp_path / "calls"
+    table = f"vda disk {60 * 2**30} \nvdb disk {60 * 2**30} \n"  # the root disk has the same size: skipped
+    _disk_fakes(tmp_path / "bin", calls, table, size_gib=60)
+    fake(tmp_path / "bin", "findmnt", "echo /dev/vda1\n")
+    lsblk = (tmp_path / "bin" / "lsblk").read_text().replace('/dev/nvme0n1p1") echo nvme0n1', '/dev/vda1") echo vda')
+    assert '"-no PKNAME /dev/vda1") echo vda' in lsblk
+    (tmp_path / "bin" / "lsblk").write_text(lsblk)
+    assert (result := run(root, "infragen-storage", tmp_path / "bin")).returncode == 0, result.stderr
+    assert calls.read_text().splitlines() == [
+        "mkfs.xfs -f -L infragen-models /dev/vdb", f"mount -o noatime /dev/vdb {root}/opt/models"]
