@@ -6,6 +6,7 @@ them out as files, systemd units and shell. It never sees a secret value (secret
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class Instance:
     """One engine process on a node (packed replicas: one per GPU group)."""
 
     index: int
-    """Position on the node (0..replicas_per_node-1); names the unit `infragen-engine-<index>`."""
+    """Position on the node (0..replicas_per_node-1); names the unit `infragen-engine@<index>`."""
     port: int
     """Port it listens on (plan port + index)."""
     devices: str
@@ -76,6 +77,11 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None) 
         raise InputError("head_address is only meaningful for multi-node plans (roles head and worker)")
     if role != "replica" and not head_address:
         raise InputError(f"role {role} of a multi-node plan needs head_address (the head node's private IP)")
+    if head_address is not None:
+        try:
+            ipaddress.IPv4Address(head_address)
+        except ValueError:
+            raise InputError(f"head_address {head_address!r} is not an IPv4 address") from None
     _check_printable(plan)
     context = _context(plan, role, head_address)
     env = _environment()

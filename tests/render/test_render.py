@@ -40,6 +40,8 @@ def test_head_address_rules() -> None:
         render_user_data(multi, "worker")
     with pytest.raises(InputError, match="only meaningful"):
         render_user_data(single, "replica", head_address="10.0.0.10")
+    with pytest.raises(InputError, match="not an IPv4 address"):
+        render_user_data(multi, "head", head_address="10.0.0.10; rm -rf /")
     with pytest.raises(InputError, match="no role 'head'"):
         render_user_data(single, "head", head_address="10.0.0.10")
     worker = files_of(render_user_data(multi, "worker", head_address="10.1.2.3"))
