@@ -339,7 +339,7 @@ def fit(only: tuple[str, ...] = ()) -> None:
     plan: list[tuple[str, tuple[str, ...], dict[str, tuple[float, float | None]]]] = [
         ("tensorrt-llm", ("TensorRT-LLM",),
          {"prefill_compute_fraction": (0.3, 0.95), "decode_bandwidth_fraction": (0.4, 0.95),
-          "kv_bandwidth_fraction": (0.2, 0.95), "step_overhead_ms": (0.0, 10.0),
+          "kv_bandwidth_fraction": (0.2, 0.95), "moe_bandwidth_fraction": (0.2, 0.95), "step_overhead_ms": (0.0, 10.0),
           "per_layer_overhead_us": (0.0, 40.0)}),
         ("interconnect", ("TensorRT-LLM",),
          {"pcie_link_efficiency": (0.1, 1.0), "link_efficiency": (0.3, 1.0)}),
@@ -347,7 +347,8 @@ def fit(only: tuple[str, ...] = ()) -> None:
         ("vllm-0.5", ("vLLM",),
          {"step_overhead_ms": (0.0, 30.0), "per_seq_overhead_ms": (0.0, 0.3),
           "per_layer_overhead_us": (0.0, 60.0), "decode_bandwidth_fraction": (0.3, None),
-          "kv_bandwidth_fraction": (0.2, None), "prefill_compute_fraction": (0.2, None)}),
+          "kv_bandwidth_fraction": (0.2, None), "moe_bandwidth_fraction": (0.1, None),
+          "prefill_compute_fraction": (0.2, None)}),
     ]
     for engine, rows_of, params in plan:
         if only and engine not in only:

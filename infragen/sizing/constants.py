@@ -48,6 +48,8 @@ class EngineConstants(_Frozen):
     """Sustained fraction of peak HBM bandwidth when streaming weights (GEMV/GEMM reads)."""
     kv_bandwidth_fraction: float = Field(gt=0, le=1)
     """Sustained fraction of peak HBM bandwidth when attention kernels read the paged KV cache."""
+    moe_bandwidth_fraction: float = Field(gt=0, le=1)
+    """Sustained fraction of peak HBM bandwidth when the fused-MoE kernel reads routed experts."""
     step_overhead_ms: float = Field(ge=0)
     """Fixed host-side cost of one scheduler step (scheduling, sampling, launch), ms."""
     per_seq_overhead_ms: float = Field(ge=0)

@@ -200,11 +200,10 @@ def stage_step_s(
     # Decode reads every cached token; prefill writes its own tokens' KV once (flash attention keeps the
     # prompt's K/V tiles on chip, so the quadratic part is compute, not HBM traffic).
     kv_read = s.kv_bytes_per_token_gpu * (decode_seqs * decode_ctx_tokens + prefill_tokens)
-    weights_read = s.weight_bytes_dense_gpu + s.expert_bytes_gpu * expert_read_fraction(
-        s.num_experts, s.experts_per_token, tokens
-    )
+    experts_read = s.expert_bytes_gpu * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
     t_memory = (
-        weights_read / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+        s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+        + experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
         + kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
     )
     t_comm = 0.0
