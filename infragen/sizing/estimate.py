@@ -6,8 +6,6 @@ impossible inputs (tp*pp larger than the GPUs, vLLM on a CPU) raise InputError. 
 
 from __future__ import annotations
 
-import math
-
 from infragen.architecture import ModelArchitecture
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
@@ -359,7 +357,3 @@ def _estimate_llama_cpp(
         requests_per_s=conc / e2e if e2e else 0.0, relative_uncertainty=relative_band(regime), regime=regime,
         notes=tuple(notes),
     )
-
-
-def ceil_div(a: int, b: int) -> int:
-    return math.ceil(a / b)
