@@ -247,9 +247,16 @@ def render_diff_markdown(diff: PlanDiff, *, heading: str | None = None) -> str:
     if diff.status == "unchanged":
         lines.append(f"The plan is identical (digest `{diff.new_digest}`).")
         return "\n".join(lines) + "\n"
+    if diff.status in ("new", "removed"):
+        side = "This PR" if diff.status == "new" else "Base"
+        lines += ["", f"| | {side} |", "|---|---|"]
+        lines += [f"| {r.label} | {_md_escape(format_value(r.kind, r.after if r.after is not None else r.before))} |"
+                  for r in diff.rows]
+        lines += ["", f"Plan digest: `{diff.new_digest or diff.base_digest}`."]
+        return "\n".join(lines) + "\n"
     lines += ["", "| | Base | This PR | Change |", "|---|---|---|---|"]
     for row in diff.rows:
-        label = f"**{row.label}**" if row.changed and diff.status == "changed" else row.label
+        label = f"**{row.label}**" if row.changed else row.label
         lines.append(f"| {label} | {_md_escape(format_value(row.kind, row.before))} | "
                      f"{_md_escape(format_value(row.kind, row.after))} | {_md_escape(format_change(row))} |")
     if diff.other_changes:

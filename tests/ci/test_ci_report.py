@@ -249,3 +249,19 @@ def test_main_affected_writes_github_output(tmp_path: Path, capsys: pytest.Captu
     assert main(["affected", "--head", str(head), "--all", "--stack", "chatt"]) == 2
     assert "did you mean 'chat'" in capsys.readouterr().err
     assert main(["affected", "--head", str(head)]) == 2
+
+
+def test_the_repositorys_stacks_point_at_existing_files() -> None:
+    # The real stacks/ folder: every stack names a workload (or plan) that exists, so CI can plan it.
+    root = Path(__file__).resolve().parents[2]
+    stacks = load_stack_configs(root)
+    if not stacks:
+        pytest.skip("no stacks/Pulumi.<stack>.yaml in this checkout")
+    for cfg in stacks.values():
+        target = cfg.plan_file or cfg.workload
+        assert target is not None, f"{cfg.config_path} sets neither infragen:workload nor infragen:planFile"
+        assert (root / target).is_file(), f"{cfg.config_path}: {target} does not exist"
+    # a change to one example affects exactly the stacks that use it
+    some = next(iter(stacks.values()))
+    users = sorted(c.name for c in stacks.values() if some.workload and c.workload == some.workload)
+    assert [s.name for s in select_affected_stacks(stacks, stacks, [str(some.workload)])] == users

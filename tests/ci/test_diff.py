@@ -69,9 +69,12 @@ def test_new_removed_and_unchanged() -> None:
     assert new.status == "new" and new.base_digest is None
     headline = f"**New stack** `{plan.workload}`: {format_usd(plan.cost.usd_per_month)}/month."
     assert render_diff_markdown(new).startswith(headline)
+    assert "| | This PR |\n|---|---|\n| Cloud / region | alicloud cn-hangzhou |" in render_diff_markdown(new)
+    assert "| Instance type | ecs.c7.4xlarge |" in render_diff_markdown(new)
     gone = diff_plans(plan, None)
     assert gone.status == "removed"
-    assert "**Removed stack**" in render_diff_markdown(gone)
+    assert render_diff_markdown(gone).startswith(f"**Removed stack** `{plan.workload}`: was ")
+    assert "| | Base |" in render_diff_markdown(gone)
     same = diff_plans(plan, plan.model_copy())
     assert same.status == "unchanged" and same.other_changes == ()
     assert "identical" in render_diff_markdown(same)
