@@ -197,7 +197,7 @@ def plan_stack(root: Path, config: StackConfig | None, out_json: Path, *, python
         return PlanOutcome(error=f"`infragen plan {config.workload}` ran past {timeout_s:.0f} s")
     if proc.returncode != 0:
         text = (proc.stderr.strip() or proc.stdout.strip() or "(no output)").splitlines()
-        tail = "\n".join(text[-15:])
+        tail = "\n".join(text[-8:])  # the end of a traceback says what broke
         return PlanOutcome(error=f"`infragen plan {config.workload}` exited {proc.returncode}:\n{tail}")
     try:
         plan = load_plan(out_json)
@@ -255,8 +255,9 @@ def _summary_row(r: StackReport) -> str:
     else:
         where = "—"
     if r.diff is None:
-        failed = "PR" if r.head.error and r.stack.head is not None else "base"
-        status, change = f"planning failed on {failed} ⚠️", ""
+        sides = [side for side, outcome, cfg in (("base", r.base, r.stack.base), ("PR", r.head, r.stack.head))
+                 if outcome.error and cfg is not None]
+        status, change = f"planning failed on {' and '.join(sides)} ⚠️", ""
         cost = f"? → {format_usd(plan.cost.usd_per_month)}" if plan is not None else "—"
     else:
         status = r.diff.status

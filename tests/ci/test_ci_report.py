@@ -162,7 +162,7 @@ def test_comment_has_marker_summary_diffs_and_errors() -> None:
     assert "| `chat` | changed | 1 × `g6e.12xlarge` (l40s-48gb) |" in text
     assert "| **Instance type** | g6e.xlarge | g6e.12xlarge | changed |" in text
     assert "| `gone` | removed |" in text and "| `edge` | new |" in text
-    assert "planning failed on PR ⚠️" in text and "Error: no instance fits" in text
+    assert "| `broken` | planning failed on PR ⚠️ |" in text and "Error: no instance fits" in text
     assert "<summary>Full plan on this PR</summary>" in text and "full text" in text
     # total: base = chat + gone + broken (three base plans); PR = chat + edge
     before = 3 * base_plan.cost.usd_per_month
@@ -265,3 +265,12 @@ def test_the_repositorys_stacks_point_at_existing_files() -> None:
     some = next(iter(stacks.values()))
     users = sorted(c.name for c in stacks.values() if some.workload and c.workload == some.workload)
     assert [s.name for s in select_affected_stacks(stacks, stacks, [str(some.workload)])] == users
+
+
+def test_both_sides_failing_are_both_named() -> None:
+    failed = PlanOutcome(error="`infragen plan examples/team-chatbot.yaml` exited 1:\nModuleNotFoundError: plan_cmd")
+    (report,) = build_reports([AffectedStack("chat", CHAT, CHAT, ("infragen/",))], {"chat": (failed, failed)}, READY)
+    text = render_comment([report])
+    assert "| `chat` | planning failed on base and PR ⚠️ | — | — |" in text
+    assert text.count("ModuleNotFoundError: plan_cmd") == 2
+    assert "skipped: the stack did not plan on this PR" in text
