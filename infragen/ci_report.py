@@ -373,7 +373,7 @@ def run_report(head_root: Path, base_root: Path | None, changed_files: Sequence[
     return comment, reports
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     """`python -m infragen.ci_report {affected,report}`; expected failures print one `Error:` line, exit 2."""
     parser = argparse.ArgumentParser(prog="python -m infragen.ci_report", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -403,11 +403,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(rows))
             _write_outputs(args.github_output, {"stacks": json.dumps(rows)})
             return 0
-        comment, reports = run_report(args.head, args.base, changed, args.out_dir, preview_env_from(os.environ),
+        env = preview_env_from(os.environ if environ is None else environ)
+        comment, reports = run_report(args.head, args.base, changed, args.out_dir, env,
                                       head_sha=args.head_sha, base_sha=args.base_sha)
         matrix = preview_matrix(reports)
         (args.out_dir / "summary.json").write_text(json.dumps(_summary_json(reports), indent=2), encoding="utf-8")
+        head_failures = sum(1 for r in reports if r.stack.head is not None and r.head.plan is None)
         _write_outputs(args.github_output, {"previews": json.dumps(matrix), "affected": str(len(reports)),
+                                            "head_failures": str(head_failures),
                                             "comment": str((args.out_dir / "comment.md").resolve())})
         print(comment)
         return 0

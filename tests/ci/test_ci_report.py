@@ -274,3 +274,29 @@ def test_both_sides_failing_are_both_named() -> None:
     assert "| `chat` | planning failed on base and PR ⚠️ | — | — |" in text
     assert text.count("ModuleNotFoundError: plan_cmd") == 2
     assert "skipped: the stack did not plan on this PR" in text
+
+
+def test_main_report_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pinned = "config:\n  infragen:planFile: plans/{}.json\n"
+    base = _tree(tmp_path / "base", {"a": pinned.format("a"), "b": pinned.format("b")})
+    head = _tree(tmp_path / "head", {"a": pinned.format("a"), "b": pinned.format("b")})
+    for root in (base, head):
+        (root / "plans").mkdir()
+        (root / "plans" / "a.json").write_text(make_plan("single").to_json())
+    (base / "plans" / "b.json").write_text(make_plan("cpu").to_json())  # b's plan is missing on the PR
+    changed = tmp_path / "changed.txt"
+    changed.write_text("pyproject.toml\n")
+    environ = {"INFRAGEN_CI_IS_FORK": "false", "INFRAGEN_CI_HAS_BACKEND": "true",
+               "INFRAGEN_CI_HAS_AWS_ROLE": "true", "INFRAGEN_CI_HAS_ALICLOUD_KEYS": "false"}
+    gh = tmp_path / "gh_output"
+    out = tmp_path / "out"
+    code = main(["report", "--head", str(head), "--base", str(base), "--changed-files", str(changed),
+                 "--out-dir", str(out), "--github-output", str(gh), "--head-sha", "abcdef0123"], environ)
+    assert code == 0
+    outputs = dict(line.split("=", 1) for line in gh.read_text().splitlines())
+    assert json.loads(outputs["previews"]) == [{"stack": "a", "cloud": "aws", "region": "us-east-1"}]
+    assert outputs["affected"] == "2" and outputs["head_failures"] == "1"
+    assert Path(outputs["comment"]).read_text() == capsys.readouterr().out.rstrip("\n") + "\n"
+    summary = {row["stack"]: row for row in json.loads((out / "summary.json").read_text())}
+    assert summary["a"]["status"] == "unchanged" and summary["b"]["status"] == "failed"
+    assert "b.json: file not found" in summary["b"]["head_error"]
