@@ -129,6 +129,8 @@ def test_pr_workflow_posts_one_sticky_comment_by_marker() -> None:
     assert MARKER in post["run"]
     assert "--method PATCH" in post["run"] and "--method POST" in post["run"]
     assert "fork" in post["if"].lower() or "IS_FORK" in post["if"]
+    names = [s.get("name", "") for s in plan["steps"]]
+    assert names.index(post["name"]) < names.index("Every affected stack plans on the PR")
     report = next(s for s in plan["steps"] if s.get("id") == "report")
     assert "infragen.ci_report report" in report["run"] and "--base" in report["run"]
 
@@ -136,6 +138,7 @@ def test_pr_workflow_posts_one_sticky_comment_by_marker() -> None:
 def test_pr_previews_use_oidc_and_comment_on_pr() -> None:
     job = _load("pr.yml")["jobs"]["preview"]
     assert job["permissions"]["id-token"] == "write"
+    assert "!cancelled()" in job["if"]  # a failed stack must not cancel the previews of the others
     assert "fromJSON(needs.plan.outputs.previews)" in job["strategy"]["matrix"]["include"]
     (aws,) = _steps_using(job, "aws-actions/configure-aws-credentials")
     assert aws["with"]["role-to-assume"] == "${{ vars.AWS_ROLE_ARN }}"
