@@ -158,3 +158,27 @@ def test_deploy_is_optional_and_behind_an_environment() -> None:
     (pulumi,) = _steps_using(up, "pulumi/actions")
     assert pulumi["with"]["command"] == "up"
     assert wf["concurrency"]["cancel-in-progress"] is False
+
+
+@pytest.mark.parametrize(("existing", "expected"), [("4242\n", "PATCH repos/o/r/issues/comments/4242"),
+                                                    ("", "POST repos/o/r/issues/7/comments")])
+def test_sticky_comment_step_edits_or_creates(existing: str, expected: str, tmp_path: Path) -> None:
+    # Run the workflow's own script with a recording `gh` on PATH (GitHub's API is not reachable from tests).
+    post = next(s for s in _load("pr.yml")["jobs"]["plan"]["steps"] if "Sticky" in s.get("name", ""))
+    log = tmp_path / "gh.log"
+    fake = tmp_path / "bin" / "gh"
+    fake.parent.mkdir()
+    fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$*" >> "$GH_LOG"\n'
+                    'if [ "$2" != "--method" ]; then printf "%s" "$EXISTING"; fi\n')
+    fake.chmod(0o755)
+    comment = tmp_path / "comment.md"
+    comment.write_text(MARKER + "\nbody\n")
+    env = {"PATH": f"{fake.parent}:{os.environ['PATH']}", "GH_LOG": str(log), "EXISTING": existing,
+           "GITHUB_REPOSITORY": "o/r", "PR_NUMBER": "7", "COMMENT_FILE": str(comment), "GH_TOKEN": "x"}
+    proc = subprocess.run(["bash", "-eo", "pipefail", "-c", post["run"]], env=env, capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert proc.returncode == 0, proc.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0].startswith("api repos/o/r/issues/7/comments --paginate --jq ")
+    assert MARKER in calls[0] and "github-actions[bot]" in calls[0]
+    assert len(calls) == 2 and calls[1].startswith(f"api --method {expected} -F body=@{comment}")
