@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -300,3 +301,11 @@ def test_main_report_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     summary = {row["stack"]: row for row in json.loads((out / "summary.json").read_text())}
     assert summary["a"]["status"] == "unchanged" and summary["b"]["status"] == "failed"
     assert "b.json: file not found" in summary["b"]["head_error"]
+
+
+def test_ci_modules_import_no_pulumi_click_or_jinja2() -> None:
+    code = ("import sys, infragen.ci_report, infragen.diff; "
+            "bad = [m for m in ('pulumi', 'click', 'jinja2', 'infragen.sizing') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
