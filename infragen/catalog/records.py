@@ -94,6 +94,11 @@ class CpuModel(_Record):
     """high = vendor/cloud page states it; medium = secondary source; low = unofficial."""
     notes: str = ""
     """Caveats: what is absent and why."""
+    amx_bf16_flops_per_cycle_per_core: float | None = Field(default=None, gt=0)
+    """Peak BF16 matrix FLOPs per cycle per core on a matrix unit (Intel AMX TMUL); None = no such unit or
+    not sourced. Separate from `fp32_flops_per_cycle_per_core`, which is the SIMD (vector) peak."""
+    amx_int8_ops_per_cycle_per_core: float | None = Field(default=None, gt=0)
+    """Peak INT8 matrix operations per cycle per core on a matrix unit (Intel AMX TMUL); None = not sourced."""
 
 
 class RegionPrice(_Record):

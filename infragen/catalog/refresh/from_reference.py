@@ -44,6 +44,7 @@ CPU_BY_FAMILY: dict[str, str] = {
     "ebmgn8is": "xeon-sapphire-rapids",
     "ebmgn8ia": "epyc-9t34",
     "c8y": "yitian-710", "g8y": "yitian-710",
+    "c8i": "xeon-spr-or-emr-alibaba", "g8i": "xeon-spr-or-emr-alibaba", "r8i": "xeon-spr-or-emr-alibaba",
 }
 
 KARPENTER_SPECS = ("aws/karpenter-provider-aws@1d92708 website/content/en/docs/reference/instance-types.md "
