@@ -1,0 +1,36 @@
+"""`infragen plan`: the main job. Plans a workload (dry run) and prints or writes the plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import yaml
+
+
+@click.command()
+@click.argument("workload", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "markdown"]), default="table",
+              show_default=True, help="Output format (markdown is for pull-request comments).")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the plan JSON here.")
+def plan(workload: Path, fmt: str, out: Path | None) -> None:
+    """Choose the cheapest deployment of WORKLOAD meeting every SLO. Offline; creates nothing.
+
+    Exit status: 0 planned, 2 invalid input, 3 infeasible (with what would make it possible).
+    """
+    from infragen.report import render_markdown, render_text
+    from infragen.sizing import plan_file
+
+    result = plan_file(workload)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(result.to_json(), encoding="utf-8")
+    if fmt == "json":
+        click.echo(result.to_json(), nl=False)
+    elif fmt == "yaml":
+        click.echo(yaml.safe_dump(json.loads(result.to_json()), sort_keys=False), nl=False)
+    elif fmt == "markdown":
+        click.echo(render_markdown(result), nl=False)
+    else:
+        click.echo(render_text(result), nl=False)

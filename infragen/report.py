@@ -1,0 +1,88 @@
+"""Plans as text for people: the terminal summary and the markdown used in pull-request comments.
+
+Formatting only; every figure comes from the Plan.
+"""
+
+from __future__ import annotations
+
+from infragen.plan import Plan
+
+
+def _money(x: float | None) -> str:
+    return "n/a" if x is None else f"${x:,.0f}"
+
+
+def _rows(plan: Plan) -> list[list[str]]:
+    d, c = plan.deployment, plan.cost
+    rows = [["CHOSEN", d.instance_type, d.region, d.engine, d.precision, f"{d.tp}/{d.pp}", str(d.replicas),
+             _money(c.usd_per_month if c.usd_per_hour else None), f"{plan.estimate.ttft_ms:.0f}",
+             f"{plan.estimate.tpot_ms:.1f}", "cheapest meeting every constraint"]]
+    for a in plan.alternatives:
+        rows.append(["", a.instance_type, a.region, a.engine, a.precision, f"{a.tp}/{a.pp}",
+                     "-" if a.replicas is None else str(a.replicas), _money(a.usd_per_month),
+                     "-" if a.ttft_ms is None else f"{a.ttft_ms:.0f}", "-" if a.tpot_ms is None else f"{a.tpot_ms:.1f}",
+                     a.rejected_because])
+    return rows
+
+
+HEADER = ["", "instance", "region", "engine", "precision", "tp/pp", "replicas", "$/month", "TTFT ms", "TPOT ms",
+          "why"]
+
+
+def render_text(plan: Plan) -> str:
+    d, e, m, c, est, s = plan.deployment, plan.engine, plan.memory, plan.cost, plan.estimate, plan.storage
+    gpu = f"{d.gpus_per_node} x {d.gpu}" if d.gpu else "CPU only"
+    lines = [
+        f"infragen plan {plan.workload}  (digest {plan.digest})",
+        "",
+        f"Deployment: {d.nodes} x {d.instance_type} ({gpu}) in {d.cloud}/{d.region}, {d.replicas} replica(s), "
+        f"{d.nodes_per_replica} node(s)/replica, {d.replicas_per_node} replica(s)/node",
+        f"Engine:     {e.name} {e.version}, {d.precision} weights, KV {d.kv_cache_dtype}, tp={d.tp} pp={d.pp}, "
+        f"max_model_len {e.max_model_len}, max_num_seqs {e.max_num_seqs}",
+        f"Memory/GPU: {m.device_memory_gib:.1f} GiB = weights {m.weights_gib_per_gpu:.1f} + KV "
+        f"{m.kv_cache_gib_per_gpu:.1f} + overhead {m.overhead_gib_per_gpu:.1f} "
+        f"(KV {m.kv_cache_bytes_per_token:,} B/token, {m.kv_cache_capacity_tokens:,} tokens per replica)",
+        f"At peak:    TTFT {est.ttft_ms:.0f} ms, TPOT {est.tpot_ms:.1f} ms, E2E {est.e2e_ms / 1000:.1f} s "
+        f"(±{est.relative_uncertainty:.0%}); {est.output_tokens_per_s:,.0f} output tokens/s; capacity "
+        f"{est.capacity_requests_per_s:.2f} req/s per replica; utilisation {est.utilisation:.0%}",
+        f"Cost:       {_money(c.usd_per_month)}/month at {c.pricing} (on-demand {_money(c.on_demand_usd_per_month)}, "
+        f"spot {_money(c.spot_usd_per_month)}); {c.price_source}",
+        f"Storage:    {s.kind} for {s.required_gib} GiB"
+        + (f" ({s.volume_gib} GiB {s.volume_type})" if s.kind == "volume" else f" ({s.nvme_devices} NVMe)"),
+        f"Network:    RDMA {plan.network.rdma}, placement {plan.network.placement}, LB {plan.network.load_balancer}",
+        "",
+        "Why:",
+        *[f"  - {x}" for x in plan.explanation],
+    ]
+    if plan.warnings:
+        lines += ["", "Warnings:", *[f"  - {w}" for w in plan.warnings]]
+    rows = [HEADER, *_rows(plan)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
+    lines += ["", "Candidates:"]
+    for r in rows:
+        lines.append("  " + "  ".join(r[i].ljust(widths[i]) for i in range(len(widths))) + "  " + r[-1])
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(plan: Plan) -> str:
+    d, c, est = plan.deployment, plan.cost, plan.estimate
+    gpu = f"{d.gpus_per_node} x {d.gpu}" if d.gpu else "CPU only"
+    out = [
+        f"### `{plan.workload}`: {d.nodes} x `{d.instance_type}` ({gpu}), {_money(c.usd_per_month)}/month",
+        "",
+        "| | |", "|---|---|",
+        f"| deployment | {d.cloud} {d.region}, {d.replicas} replica(s), tp={d.tp} pp={d.pp}, "
+        f"{d.engine} {d.precision} |",
+        f"| latency at peak | TTFT {est.ttft_ms:.0f} ms, TPOT {est.tpot_ms:.1f} ms (±{est.relative_uncertainty:.0%}) |",
+        f"| capacity | {est.capacity_requests_per_s:.2f} req/s per replica, utilisation {est.utilisation:.0%} |",
+        f"| cost | {_money(c.usd_per_month)}/month {c.pricing}; on-demand {_money(c.on_demand_usd_per_month)}, "
+        f"spot {_money(c.spot_usd_per_month)} |",
+        f"| digest | `{plan.digest}` |",
+        "",
+        "| " + " | ".join(h or "chosen" for h in HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+        *["| " + " | ".join(x.replace("|", "/") for x in r) + " |" for r in _rows(plan)],
+    ]
+    if plan.warnings:
+        out += ["", *[f"> {w}" for w in plan.warnings]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,276 @@
+"""Sizing: the memory/performance model and the search that turns a workload into one Plan.
+
+Pure and offline: no Pulumi, jinja2, click, clock or network. `plan_file` is the entry point the CLI,
+the Pulumi program and CI use; `plan_workload` takes everything as arguments (tests pass tiny catalogs).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from infragen import __version__
+from infragen.architecture import ModelArchitecture
+from infragen.catalog import Catalog, load_catalog
+from infragen.catalog.engines import LLAMA_CPP_VERSION, VLLM_VERSION
+from infragen.errors import InfeasibleError
+from infragen.plan import (
+    Alternative,
+    CostPlan,
+    DeploymentPlan,
+    EnginePlan,
+    EstimatePlan,
+    HardwarePlan,
+    MemoryPlan,
+    ModelPlan,
+    NetworkPlan,
+    Plan,
+    SecretsPlan,
+    StoragePlan,
+)
+from infragen.sizing import engine_args, queueing, resources
+from infragen.sizing.estimate import (
+    estimate,
+    estimate_memory,
+    hardware_from_gpu,
+    hardware_from_instance,
+    load_hardware_file,
+)
+from infragen.sizing.search import (
+    Candidate,
+    Estimator,
+    SearchResult,
+    llama_cpp_loaded_gib,
+    max_model_len_for,
+    search,
+)
+from infragen.sizing.types import Estimate, Hardware, MemoryEstimate
+from infragen.spec import GGUF_PRECISIONS, WorkloadSpec, load_spec
+from infragen.units import HOURS_PER_MONTH
+
+__all__ = [
+    "Estimate", "Hardware", "MemoryEstimate", "SearchResult", "estimate", "estimate_memory", "hardware_from_gpu",
+    "hardware_from_instance", "load_hardware_file", "plan_file", "plan_workload", "search",
+]
+
+GPU_MEMORY_UTILIZATION = 0.9
+MAX_ALTERNATIVES = 8
+
+
+def plan_file(path: Path | str, *, catalog: Catalog | None = None) -> Plan:
+    """Load a workload file, resolve its model relative to the file, and plan it."""
+    from infragen.catalog.models import resolve_model
+
+    path = Path(path)
+    spec = load_spec(path)
+    model = resolve_model(spec.model, base_dir=path.parent, where=f"{path}: model")
+    spec.check_model(model, path=path)
+    return plan_workload(spec, catalog=catalog or load_catalog(), model=model,
+                         workload_name=spec.resolved_name(path))
+
+
+def plan_workload(spec: WorkloadSpec, *, catalog: Catalog, model: ModelArchitecture, workload_name: str,
+                  estimator: Estimator = estimate) -> Plan:
+    """The cheapest candidate meeting every constraint, as a Plan (InfeasibleError when there is none)."""
+    result = search(spec, model, catalog, estimator)
+    feasible = result.feasible
+    if not feasible:
+        raise _infeasible(spec, model, result)
+    chosen = feasible[0]
+    return _build_plan(spec, model, workload_name, chosen, result)
+
+
+def _weights(spec: WorkloadSpec, model: ModelArchitecture, precision: str) -> tuple[str, str, str | None, list[str]]:
+    """(source, uri, file, warnings) for the checkpoint."""
+    warnings: list[str] = []
+    uri = spec.weights or model.hf_repo or model.id
+    if spec.weights is None and precision not in {"bf16", "fp16", "fp8"}:
+        warnings.append(f"precision {precision} needs a pre-quantized checkpoint: set `weights` "
+                        f"(the reference repo {model.hf_repo} holds unquantized weights)")
+    source = "s3" if uri.startswith("s3://") else "oss" if uri.startswith("oss://") else "huggingface"
+    file = None
+    if source == "huggingface" and uri.endswith(".gguf"):
+        repo, _, file = uri.rpartition("/")
+        uri = repo
+    elif precision in GGUF_PRECISIONS and uri.endswith(".gguf"):
+        file = uri.rpartition("/")[2]
+    return source, uri, file, warnings
+
+
+def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Candidate, result: SearchResult) -> Plan:
+    s, est, lay, inst = c.sizing, c.sizing.estimate, c.sizing.layout, c.sizing.instance
+    assert est is not None
+    t = spec.traffic
+    source, uri, file, warnings = _weights(spec, model, lay.precision)
+    weights_total_gib = est.weights_gib_per_gpu * (lay.tp * lay.pp if lay.engine == "vllm" else 1)
+    mml = max_model_len_for(spec, model)
+    served = model.id if model.id != "custom" else name
+    if lay.engine == "vllm":
+        argv = engine_args.vllm_argv(
+            weights=uri if source == "huggingface" else engine_args.MODEL_DIR + "/" + model.id,
+            served_name=served, port=spec.port, tp=lay.tp, pp=lay.pp, max_model_len=mml, max_num_seqs=s.batch,
+            gpu_memory_utilization=GPU_MEMORY_UTILIZATION, precision=lay.precision,
+            kv_cache_dtype=spec.kv_cache_dtype, multi_node=lay.nodes_per_replica > 1, model=model)
+        threads = None
+        visible = [list(range(i * lay.tp, (i + 1) * lay.tp)) for i in range(lay.replicas_per_node)]
+    else:
+        threads = inst.physical_cores or max(1, (inst.vcpus or 2) // (inst.threads_per_core or 2))
+        argv = engine_args.llama_cpp_argv(weights_file=file or f"{model.id}.gguf", served_name=served,
+                                          port=spec.port, ctx_per_slot=mml, slots=s.batch, threads=threads)
+        visible = []
+    env: dict[str, str] = {}
+    if lay.nodes_per_replica > 1:
+        env = ({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_PROTO": "simple"}
+               if inst.rdma == "efa" else {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "0"})
+    storage = resources.select_storage(c.cloud, weights_total_gib, inst.local_nvme_count, inst.local_nvme_gib)
+    loaded = (est.weights_gib_per_gpu * lay.tp * lay.replicas_per_node if lay.engine == "vllm"
+              else llama_cpp_loaded_gib(spec, est, s.batch))
+    total_out_tps = est.output_tokens_per_s * s.replicas
+    pipe_gbps = (resources.pipeline_gbps(model.hidden_size, est.output_tokens_per_s + est.requests_per_s
+                                         * t.prompt_tokens) if lay.nodes_per_replica > 1 else 0.0)
+    client_gbps = total_out_tps * 64 * 8 / 1e9 + (t.peak_requests_per_s or 1) * t.prompt_tokens * 32 * 8 / 1e9
+    if c.usd_per_hour is None:
+        warnings.append(f"{inst.id} has no price in the catalog: cost unknown (allow_unpriced)")
+    warnings.extend(n for n in est.notes if n not in warnings)
+    if est.relative_uncertainty >= 0.3:
+        warnings.append(f"estimates in regime {est.regime} carry a ±{est.relative_uncertainty:.0%} band")
+    gpus_per_replica = lay.tp * lay.pp if lay.engine == "vllm" else 0
+    peak = t.peak_requests_per_s
+    cap_total = est.requests_per_s * s.replicas
+    util = (peak / cap_total) if peak else (t.concurrent_users or 0) / (s.batch * s.replicas)
+    explanation = [
+        f"{s.replicas} replica(s) of {model.display_name or model.id} ({lay.precision}, {lay.engine}, "
+        f"tp={lay.tp} pp={lay.pp}) on {c.nodes} x {inst.id} in {c.region}: the cheapest of "
+        f"{len(result.feasible)} feasible candidates out of {len(result.candidates)} considered.",
+        f"Each replica runs batches of up to {s.batch}: the largest meeting the SLOs "
+        f"(TTFT {est.ttft_ms:.0f} ms, TPOT {est.tpot_ms:.1f} ms at peak, ±{est.relative_uncertainty:.0%}).",
+        (f"Peak {peak:g} requests/s over {s.replicas} replicas of {est.requests_per_s:.2f} requests/s each "
+         f"(utilisation {util:.0%}, cap {queueing.RHO_MAX:.0%})." if peak else
+         f"{t.concurrent_users} concurrent users over {s.replicas} replicas of batch {s.batch}."),
+    ]
+    if lay.replicas_per_node > 1:
+        explanation.append(f"{lay.replicas_per_node} engines share each node, one per group of {lay.tp} GPU(s).")
+    if lay.nodes_per_replica > 1:
+        explanation.append(f"One replica spans {lay.nodes_per_replica} nodes: pipeline parallel over "
+                           f"{inst.rdma.upper()} in a cluster placement group.")
+    price_source = c.price_source
+    return Plan(
+        infragen_version=__version__, workload=name,
+        deployment=DeploymentPlan(
+            cloud=c.cloud, region=c.region, instance_type=inst.id, gpu=inst.gpu, gpus_per_node=inst.gpu_count,
+            gpus_per_replica=gpus_per_replica, replicas_per_node=lay.replicas_per_node,
+            nodes_per_replica=lay.nodes_per_replica, replicas=s.replicas, nodes=c.nodes, tp=lay.tp, pp=lay.pp,
+            engine=lay.engine, precision=lay.precision, kv_cache_dtype=spec.kv_cache_dtype, pricing=spec.pricing,
+            cpu_arch=inst.cpu_arch),
+        model=ModelPlan(id=model.id, display_name=model.display_name or model.id, served_model_name=served,
+                        weights_source=source, weights_uri=uri, weights_file=file,
+                        weights_gib=round(weights_total_gib, 2), params_b=round(model.total_params() / 1e9, 3),
+                        active_params_b=round(model.active_params() / 1e9, 3)),
+        engine=EnginePlan(name=lay.engine, version=VLLM_VERSION if lay.engine == "vllm" else LLAMA_CPP_VERSION,
+                          argv=argv, port=spec.port, max_model_len=mml, max_num_seqs=s.batch,
+                          gpu_memory_utilization=GPU_MEMORY_UTILIZATION if lay.engine == "vllm" else None,
+                          threads=threads, visible_devices=visible, env=env,
+                          distributed_executor_backend="ray" if lay.nodes_per_replica > 1 else None),
+        memory=MemoryPlan(device_memory_gib=round(s.hardware.memory_per_gpu_gib if inst.gpu_count
+                                                  else (inst.memory_gib or 0), 2),
+                          weights_gib_per_gpu=round(est.weights_gib_per_gpu, 3),
+                          kv_cache_gib_per_gpu=round(est.kv_cache_gib_per_gpu, 3),
+                          overhead_gib_per_gpu=round(est.overhead_gib_per_gpu, 3),
+                          kv_cache_bytes_per_token=est.kv_cache_bytes_per_token,
+                          kv_cache_capacity_tokens=est.kv_cache_capacity_tokens),
+        hardware=HardwarePlan(vcpus=inst.vcpus or 0, memory_gib=inst.memory_gib or 0,
+                              required_memory_gib=round(resources.required_ram_gib(loaded), 2),
+                              gpu_memory_gib=round(inst.gpu_memory_gib or 0, 2), network_gbps=inst.network_gbps or 0),
+        storage=StoragePlan(kind=storage.kind, required_gib=storage.required_gib, nvme_devices=storage.nvme_devices,
+                            nvme_total_gib=round(storage.nvme_total_gib, 1), volume_gib=storage.volume_gib,
+                            volume_type=storage.volume_type, volume_iops=storage.volume_iops,
+                            volume_throughput_mb_per_s=storage.volume_throughput_mb_per_s,
+                            performance_level=storage.performance_level),  # type: ignore[arg-type]
+        network=NetworkPlan(rdma=inst.rdma if lay.nodes_per_replica > 1 else "none",
+                            efa_interfaces=inst.efa_interfaces if (lay.nodes_per_replica > 1 and inst.rdma == "efa")
+                            else 0,
+                            placement="cluster" if lay.nodes_per_replica > 1 else "none",
+                            health_check_grace_s=resources.health_grace_s(weights_total_gib, inst.network_gbps),
+                            required_gbps=round(client_gbps + pipe_gbps, 3)),
+        estimate=EstimatePlan(ttft_ms=round(est.ttft_ms, 1), tpot_ms=round(est.tpot_ms, 2), e2e_ms=round(est.e2e_ms, 1),
+                              concurrency_per_replica=est.concurrency,
+                              capacity_requests_per_s=round(est.requests_per_s, 4),
+                              output_tokens_per_s=round(total_out_tps, 1), utilisation=round(util, 3),
+                              relative_uncertainty=est.relative_uncertainty,
+                              queueing_method=queueing.METHOD_QPS if peak else queueing.METHOD_USERS),
+        cost=CostPlan(pricing=spec.pricing, usd_per_hour=round(c.usd_per_hour or 0.0, 4),
+                      usd_per_month=round((c.usd_per_hour or 0.0) * HOURS_PER_MONTH, 2),
+                      on_demand_usd_per_month=None if c.on_demand_usd_per_hour is None
+                      else round(c.on_demand_usd_per_hour * HOURS_PER_MONTH, 2),
+                      spot_usd_per_month=None if c.spot_usd_per_hour is None
+                      else round(c.spot_usd_per_hour * HOURS_PER_MONTH, 2),
+                      price_source=price_source),
+        secrets=SecretsPlan(hf_token_name=f"infragen/{name}/hf-token", api_key_name=f"infragen/{name}/api-key"),
+        explanation=explanation, warnings=warnings, alternatives=_alternatives(c, result),
+    )
+
+
+def _alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
+    """The best candidate of each other instance type (feasible ones first), and why it lost."""
+    best: dict[str, Candidate] = {}
+    for cand in sorted(result.candidates, key=lambda x: (x.rejected is not None, x.sort_key())):
+        if cand.sizing.instance.id != chosen.sizing.instance.id:
+            best.setdefault(cand.sizing.instance.id, cand)
+    ranked = sorted(best.values(), key=lambda x: (x.rejected is not None, x.sort_key()))[:MAX_ALTERNATIVES]
+    out = []
+    for cand in ranked:
+        est, lay = cand.sizing.estimate, cand.sizing.layout
+        if cand.rejected:
+            why = cand.rejected
+        elif cand.usd_per_month is not None and chosen.usd_per_month is not None:
+            why = f"costs ${cand.usd_per_month - chosen.usd_per_month:,.0f}/month more than the chosen plan"
+        else:
+            why = "ranked after the chosen plan (price unknown or higher)"
+        out.append(Alternative(
+            cloud=cand.cloud, region=cand.region, instance_type=cand.sizing.instance.id, engine=lay.engine,
+            precision=lay.precision, tp=lay.tp, pp=lay.pp,
+            replicas=cand.sizing.replicas if est and not cand.sizing.rejected else None,
+            usd_per_month=None if cand.usd_per_month is None or cand.sizing.rejected
+            else round(cand.usd_per_month, 2),
+            ttft_ms=round(est.ttft_ms, 1) if est else None, tpot_ms=round(est.tpot_ms, 2) if est else None,
+            rejected_because=why))
+    return out
+
+
+def _infeasible(spec: WorkloadSpec, model: ModelArchitecture, result: SearchResult) -> InfeasibleError:
+    cands = result.candidates
+    memory = [c for c in cands if c.sizing.estimate is None and c.sizing.best_tpot_ms is None
+              and c.sizing.rejected and ("GiB" in c.sizing.rejected or "fit" in c.sizing.rejected)]
+    slo = [c for c in cands if c.sizing.best_tpot_ms is not None and c.sizing.rejected]
+    fixes: list[str] = []
+    if memory and not slo and not spec.allow_multi_node:
+        fixes.append("if no single node holds the model: set allow_multi_node: true (pipeline parallel over "
+                     "EFA/eRDMA), or allow a smaller precision (fp8, int4-awq)")
+    if slo:
+        best_tpot = min(slo, key=lambda c: c.sizing.best_tpot_ms or math.inf)
+        best_ttft = min(slo, key=lambda c: c.sizing.best_ttft_ms or math.inf)
+        if spec.slo.tpot_ms is not None:
+            fixes.append(f"tpot_ms {spec.slo.tpot_ms:g} is below the best reachable "
+                         f"{best_tpot.sizing.best_tpot_ms:.1f} ms ({best_tpot.sizing.instance.id}, before the "
+                         "uncertainty band)")
+        if spec.slo.ttft_p99_ms is not None:
+            fixes.append(f"ttft_p99_ms {spec.slo.ttft_p99_ms:g} vs the best reachable "
+                         f"{best_ttft.sizing.best_ttft_ms:.0f} ms ({best_ttft.sizing.instance.id})")
+    budget = [c for c in cands if c.rejected and "budget" in c.rejected]
+    if budget:
+        cheapest = min(budget, key=lambda c: c.usd_per_month or math.inf)
+        fixes.append(f"raise budget_usd_per_month to at least {cheapest.usd_per_month:,.0f}")
+    unpriced = [c for c in cands if c.rejected and c.rejected.startswith("no ") and "price" in c.rejected]
+    if unpriced and not spec.allow_unpriced:
+        fixes.append(f"{len(unpriced)} candidates lack a {spec.pricing} price: set allow_unpriced: true or "
+                     "pricing: on-demand")
+    closest = sorted(cands, key=lambda c: (c.sizing.best_tpot_ms is None, c.sizing.best_tpot_ms or 0))[:3]
+    lines = "; ".join(f"{c.sizing.instance.id} ({c.sizing.layout.precision}): {c.rejected}" for c in closest)
+    return InfeasibleError(
+        f"no candidate serves {model.id} under the workload's constraints ({len(cands)} considered). "
+        f"Closest: {lines}",
+        fix="; ".join(fixes) or "relax the SLOs, widen clouds/regions/instance_families, or allow more precisions",
+        hint=f"infragen estimate --model {model.id} --instance {closest[0].sizing.instance.id} "
+             f"--precision {closest[0].sizing.layout.precision} ... shows the closest candidate's figures",
+    )
+

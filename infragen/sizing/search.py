@@ -1,0 +1,313 @@
+"""The search: every (instance, engine, precision, layout) the spec allows, each kept or rejected with a reason.
+
+Pure and deterministic: takes the catalog, the resolved model and an estimator; prints nothing, reads no files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from infragen.architecture import ModelArchitecture
+from infragen.catalog import Catalog
+from infragen.catalog.records import InstanceType
+from infragen.errors import InfragenError, InputError
+from infragen.sizing import queueing, resources
+from infragen.sizing.estimate import estimate as default_estimator
+from infragen.sizing.hardware import hardware_from_instance
+from infragen.sizing.types import Estimate, Hardware
+from infragen.spec import LLAMA_CPP_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
+from infragen.units import HOURS_PER_MONTH
+
+Estimator = Callable[..., Estimate]
+DEFAULT_REGION = {"aws": "us-east-1", "alicloud": "cn-hangzhou"}
+#: Batch sizes probed for the best SLO-meeting batch (plus the engine's maximum).
+BATCH_LEVELS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+#: An ALB forward action takes at most 5 target groups: at most 5 packed engines per node (AWS docs).
+MAX_ENGINES_PER_NODE = 5
+MAX_NODES_PER_REPLICA = 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    engine: str
+    precision: str
+    tp: int
+    pp: int
+    nodes_per_replica: int
+    replicas_per_node: int
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How one instance type performs for the workload with one layout (region independent)."""
+
+    instance: InstanceType
+    hardware: Hardware
+    layout: Layout
+    estimate: Estimate | None
+    batch: int
+    replicas: int
+    rejected: str | None
+    best_ttft_ms: float | None = None
+    best_tpot_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A sizing priced in one region."""
+
+    cloud: str
+    region: str
+    sizing: Sizing
+    nodes: int
+    usd_per_hour: float | None
+    on_demand_usd_per_hour: float | None
+    spot_usd_per_hour: float | None
+    price_source: str
+    rejected: str | None
+
+    @property
+    def usd_per_month(self) -> float | None:
+        return None if self.usd_per_hour is None else self.usd_per_hour * HOURS_PER_MONTH
+
+    def sort_key(self) -> tuple[int, float, float, float, str, str]:
+        est = self.sizing.estimate
+        gpus = self.nodes * max(self.sizing.hardware.gpu_count, 1)
+        cost = self.usd_per_month if self.usd_per_month is not None else float(gpus)
+        return (0 if self.usd_per_hour is not None else 1, round(cost, 6),
+                est.ttft_ms if est else math.inf, est.tpot_ms if est else math.inf,
+                self.sizing.instance.id, self.region)
+
+
+@dataclass
+class SearchResult:
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> list[Candidate]:
+        return sorted((c for c in self.candidates if c.rejected is None), key=Candidate.sort_key)
+
+
+def max_model_len_for(spec: WorkloadSpec, model: ModelArchitecture) -> int:
+    t = spec.traffic
+    if t.max_context_tokens is not None:
+        return t.max_context_tokens
+    return min(4 * (t.prompt_tokens + t.output_tokens), model.max_position_embeddings)
+
+
+def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -> Iterator[tuple[Layout | None, str]]:
+    """Layouts this type can run, or (None, reason) for what it cannot."""
+    for precision in spec.precision:
+        for engine in spec.engines():
+            if engine == "llama.cpp":
+                if inst.gpu_count:
+                    if spec.engine == "llama.cpp":
+                        yield None, (f"{precision}/llama.cpp: GPU instances are served with vLLM "
+                                     "(llama.cpp GPU offload is not modelled)")
+                    continue
+                if precision not in LLAMA_CPP_PRECISIONS:
+                    if spec.engine == "llama.cpp":
+                        yield None, f"llama.cpp cannot load {precision}"
+                    continue
+                yield Layout("llama.cpp", precision, 1, 1, 1, 1), ""
+                continue
+            if not inst.gpu_count:
+                if spec.engine == "vllm":
+                    yield None, "no GPU: vLLM needs GPUs"
+                continue
+            if precision not in VLLM_PRECISIONS:
+                continue
+            g = inst.gpu_count
+            for tp in (1, 2, 4, 8):
+                if tp > g or g % tp or model.num_attention_heads % tp:
+                    continue
+                per_node = g // tp
+                if per_node > MAX_ENGINES_PER_NODE:
+                    yield None, (f"tp={tp}: {per_node} engines per node exceed the {MAX_ENGINES_PER_NODE} an ALB "
+                                 "forward action can target")
+                    continue
+                yield Layout("vllm", precision, tp, 1, 1, per_node), ""
+            if spec.allow_multi_node and g >= 2 and model.num_attention_heads % g == 0:
+                if inst.rdma == "none":
+                    yield None, f"{precision} multi-node: {inst.id} has no RDMA (EFA/eRDMA)"
+                    continue
+                for n in range(2, MAX_NODES_PER_REPLICA + 1):
+                    if n <= model.num_layers:
+                        yield Layout("vllm", precision, g, n, n, 1), ""
+
+
+def _precision_problem(precision: str, hw: Hardware, kv_dtype: str) -> str | None:
+    acc = hw.accelerator
+    if acc is None:
+        return None
+    if precision == "fp8" and acc.fp8_tflops is None:
+        return f"{acc.id} has no FP8 tensor cores (fp8 weights need Ada/Hopper or newer)"
+    if precision == "bf16" and acc.bf16_tflops is None:
+        return f"{acc.id} has no BF16 support; allow fp16 for it"
+    if kv_dtype == "fp8" and acc.fp8_tflops is None:
+        return f"{acc.id} has no FP8 support for an fp8 KV cache"
+    return None
+
+
+def _meets(spec: WorkloadSpec, est: Estimate) -> str | None:
+    """None when the estimate meets every SLO (values inflated by their uncertainty band), else why not."""
+    k = 1.0 + est.relative_uncertainty
+    slo = spec.slo
+    checks = (("TTFT", slo.ttft_p99_ms, est.ttft_ms), ("TPOT", slo.tpot_ms, est.tpot_ms),
+              ("E2E", slo.e2e_p99_ms, est.e2e_ms))
+    for name, target, value in checks:
+        if target is not None and value * k > target:
+            return f"{name} {value:.1f} ms (x{k:.2f} band = {value * k:.1f} ms) exceeds the {target:g} ms SLO"
+    return None
+
+
+def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
+                  estimator: Estimator) -> Sizing:
+    """The best SLO-meeting batch of one layout on one type, and the replicas the peak needs."""
+    t = spec.traffic
+    mml = max_model_len_for(spec, model)
+
+    def run(conc: int | None) -> Estimate:
+        return estimator(model, hw, precision=layout.precision, kv_cache_dtype=spec.kv_cache_dtype,
+                         engine=layout.engine, tp=layout.tp, pp=layout.pp, nodes=layout.nodes_per_replica,
+                         input_len=t.prompt_tokens, output_len=t.output_tokens, concurrency=conc,
+                         max_model_len=mml)
+
+    def reject(reason: str, **kw: float | None) -> Sizing:
+        return Sizing(inst, hw, layout, None, 0, 0, reason, **kw)  # type: ignore[arg-type]
+
+    problem = _precision_problem(layout.precision, hw, spec.kv_cache_dtype)
+    if problem:
+        return reject(problem)
+    try:
+        top = run(None)
+    except InfragenError as exc:  # missing figures, impossible layouts: a reason, not a crash
+        return reject(exc.message)
+    if not top.fits or top.max_concurrency < 1:
+        return reject(top.reason or "does not fit")
+    levels = sorted({b for b in BATCH_LEVELS if b < top.max_concurrency} | {top.max_concurrency})
+    best: Estimate | None = None
+    first: Estimate | None = None
+    for b in levels:
+        est = run(b)
+        first = first or est
+        if _meets(spec, est) is None:
+            if best is None or est.requests_per_s >= best.requests_per_s:
+                best = est
+        elif best is not None:
+            break  # latency only grows with batch
+    assert first is not None
+    if best is None:
+        return reject(f"at batch 1: {_meets(spec, first)}", best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms)
+    batch = best.concurrency
+    if t.concurrent_users is not None:
+        replicas = queueing.replicas_for_users(t.concurrent_users, batch, spec.min_replicas)
+        at_peak = run(min(batch, math.ceil(t.concurrent_users / replicas)))
+    else:
+        assert t.peak_requests_per_s is not None
+        replicas = queueing.replicas_for_rate(t.peak_requests_per_s, best.requests_per_s, spec.min_replicas)
+        in_flight = t.peak_requests_per_s / replicas * best.e2e_ms / 1000.0  # Little's law
+        at_peak = run(max(1, min(batch, math.ceil(in_flight))))
+    return Sizing(inst, hw, layout, _with_capacity(at_peak, best), batch, replicas, None,
+                  best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms)
+
+
+def _with_capacity(at_peak: Estimate, best: Estimate) -> Estimate:
+    """The estimate at peak load, carrying the capacity (requests/s) of the best batch."""
+    from dataclasses import replace
+
+    return replace(at_peak, requests_per_s=best.requests_per_s, max_concurrency=best.max_concurrency)
+
+
+def _check_node(spec: WorkloadSpec, s: Sizing) -> str | None:
+    inst, lay, est = s.instance, s.layout, s.estimate
+    assert est is not None
+    if inst.memory_gib is None or inst.vcpus is None:
+        return f"{inst.id}: the catalog has no vCPU/RAM figures for it"
+    if lay.engine == "vllm":
+        loaded = est.weights_gib_per_gpu * lay.tp * lay.replicas_per_node
+        need_cpus = resources.required_vcpus(lay.tp * lay.replicas_per_node, lay.replicas_per_node)
+    else:
+        loaded = llama_cpp_loaded_gib(spec, est, s.batch)
+        need_cpus = 2
+    need_ram = resources.required_ram_gib(loaded)
+    if inst.memory_gib < need_ram:
+        return f"RAM {inst.memory_gib:g} GiB < 1.5 x {loaded:.1f} GiB the node loads"
+    if inst.vcpus < need_cpus:
+        return f"{inst.vcpus} vCPUs < {need_cpus} the engine needs"
+    return None
+
+
+def llama_cpp_loaded_gib(spec: WorkloadSpec, est: Estimate, slots: int) -> float:
+    """Weights plus the f16 KV cache of `slots` slots of the context length (llama.cpp allocates it at start)."""
+    return est.weights_gib_per_gpu + slots * est.kv_cache_bytes_per_token * _context(spec) / 2**30
+
+
+def _context(spec: WorkloadSpec) -> int:
+    t = spec.traffic
+    return t.max_context_tokens or 4 * (t.prompt_tokens + t.output_tokens)
+
+
+def _regions(spec: WorkloadSpec, catalog: Catalog, cloud: str, inst: InstanceType) -> list[str]:
+    priced = inst.priced_regions
+    if spec.regions:
+        return [r for r in spec.regions if r in priced] or (
+            [spec.regions[0]] if spec.allow_unpriced and not priced else [])
+    if priced:
+        return sorted(priced)
+    return [DEFAULT_REGION[cloud]] if spec.allow_unpriced else []
+
+
+def _price(spec: WorkloadSpec, cloud: str, region: str, s: Sizing) -> Candidate:
+    nodes = math.ceil(s.replicas * s.layout.nodes_per_replica / s.layout.replicas_per_node)
+    price = s.instance.price_in(region)
+    od = price.on_demand_usd_per_hour if price else None
+    spot = price.spot_usd_per_hour if price else None
+    source = f"{price.source} (as of {price.as_of})" if price else "no price in the catalog"
+    rejected = s.rejected
+    hourly = od if spec.pricing == "on-demand" else spot
+    if rejected is None and hourly is None and not (spec.allow_unpriced and od is None and spot is None):
+        rejected = f"no {spec.pricing} price for {s.instance.id} in {region}"
+    total = None if hourly is None else hourly * nodes
+    over = spec.budget_usd_per_month is not None and total is not None and (
+        total * HOURS_PER_MONTH > spec.budget_usd_per_month)
+    if rejected is None and over and total is not None:
+        rejected = f"${total * HOURS_PER_MONTH:,.0f}/month exceeds the budget of ${spec.budget_usd_per_month:,.0f}"
+    return Candidate(cloud, region, s, nodes, total, None if od is None else od * nodes,
+                     None if spot is None else spot * nodes, source, rejected)
+
+
+def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
+           estimator: Estimator = default_estimator) -> SearchResult:
+    """Evaluate every candidate in scope; nothing is dropped without a reason."""
+    allow, deny = set(spec.instance_families.allow), set(spec.instance_families.deny)
+    result = SearchResult()
+    for cloud in spec.clouds():
+        for inst in catalog.instances_for(cloud):
+            fam = inst.family
+            fam_names = {fam, fam.removeprefix("ecs."), f"ecs.{fam}"}
+            if (allow and not fam_names & allow) or fam_names & deny:
+                continue  # the user's filter, reported in the explanation
+            regions = _regions(spec, catalog, cloud, inst)
+            if not regions:
+                continue  # not offered in the regions in scope
+            hw = hardware_from_instance(inst, catalog)
+            for layout, why in _layouts(spec, model, inst):
+                if layout is None:
+                    sizing = Sizing(inst, hw, Layout(spec.engines()[0], spec.precision[0], 1, 1, 1, 1),
+                                    None, 0, 0, why)
+                else:
+                    sizing = size_instance(spec, model, inst, hw, layout, estimator)
+                    if sizing.rejected is None:
+                        problem = _check_node(spec, sizing)
+                        if problem:
+                            sizing = Sizing(inst, hw, layout, sizing.estimate, sizing.batch, sizing.replicas,
+                                            problem, sizing.best_ttft_ms, sizing.best_tpot_ms)
+                for region in regions:
+                    result.candidates.append(_price(spec, cloud, region, sizing))
+    if not result.candidates:
+        raise InputError("no instance type is in scope: check cloud, regions and instance_families "
+                         f"(clouds {list(spec.clouds())}, regions {spec.regions or 'any'})")
+    return result
