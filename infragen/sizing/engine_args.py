@@ -18,10 +18,14 @@ VLLM_QUANTIZATION: dict[str, str | None] = {
 }
 
 
+#: GPU generations without Marlin kernels (vLLM's Marlin needs compute capability >= 8.0).
+PRE_AMPERE = frozenset({"turing", "volta"})
+
+
 def vllm_argv(
     *, weights: str, served_name: str, port: int, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
     gpu_memory_utilization: float, precision: str, kv_cache_dtype: str, multi_node: bool,
-    model: ModelArchitecture,
+    model: ModelArchitecture, gpu_architecture: str,
 ) -> list[str]:
     """`vllm serve ...` for one replica."""
     argv = ["vllm", "serve", weights, "--served-model-name", served_name, "--host", "0.0.0.0", "--port", str(port),
@@ -29,12 +33,13 @@ def vllm_argv(
             "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
             "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}"]
     quant = VLLM_QUANTIZATION.get(precision)
+    if quant and quant.endswith("_marlin") and gpu_architecture.lower() in PRE_AMPERE:
+        quant = quant.removesuffix("_marlin")  # Marlin kernels need compute capability 8.0 (Ampere) or newer
     if quant:
         argv += ["--quantization", quant]
     if kv_cache_dtype == "fp8":
         argv += ["--kv-cache-dtype", "fp8"]
-    original = getattr(model, "original_max_position_embeddings", None)
-    factor = getattr(model, "yarn_factor", None)
+    original, factor = model.original_max_position_embeddings, model.yarn_factor
     if original and factor and max_model_len > original:
         # Qwen2/2.5 beyond 32K need YaRN scaling switched on (model card); vLLM takes it as JSON.
         argv += ["--rope-scaling", json.dumps({"rope_type": "yarn", "factor": factor,

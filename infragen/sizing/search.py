@@ -146,6 +146,9 @@ def _precision_problem(precision: str, hw: Hardware, kv_dtype: str) -> str | Non
         return f"{acc.id} has no FP8 tensor cores (fp8 weights need Ada/Hopper or newer)"
     if precision == "bf16" and acc.bf16_tflops is None:
         return f"{acc.id} has no BF16 support; allow fp16 for it"
+    if precision == "int4-awq" and acc.architecture.lower() == "volta":
+        # vLLM's supported-hardware table for quantization: AWQ kernels need Turing (sm75) or newer.
+        return f"{acc.id} (Volta) has no vLLM AWQ kernels (Turing or newer needed)"
     if kv_dtype == "fp8" and acc.fp8_tflops is None:
         return f"{acc.id} has no FP8 support for an fp8 KV cache"
     return None
