@@ -103,7 +103,7 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
             env |= ({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_SOCKET_IFNAME": "ens"} if aws
                     else {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "0"})
         engine = EnginePlan(
-            name="vllm", version="0.6.6.post1", argv=argv, port=8000, max_model_len=16384, max_num_seqs=64,
+            name="vllm", version="0.7.3", argv=argv, port=8000, max_model_len=16384, max_num_seqs=64,
             gpu_memory_utilization=0.9,
             visible_devices=[[i] for i in range(4)] if kind == "packed" else [list(range(gpus_per_node))],
             env=env, distributed_executor_backend="ray" if multinode else None,
