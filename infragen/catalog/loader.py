@@ -21,6 +21,9 @@ from infragen.catalog.records import Accelerator, CpuModel, InstanceType, Region
 from infragen.errors import DataError, UnknownNameError
 from infragen.validation import validation_message
 
+#: libyaml's C parser when present (5-10x faster on the catalog files), else the pure-Python one.
+_FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 SCHEMA_VERSION = 1
 DATA_FILES: tuple[str, ...] = ("accelerators.yaml", "cpus.yaml", "aws.yaml", "alicloud.yaml")
 Cloud = Literal["aws", "alicloud"]
@@ -228,7 +231,7 @@ def catalog_from_records(
 
 def _parse(label: str, text: str, model: type[_File]) -> Any:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_FastLoader)
     except yaml.YAMLError as exc:
         raise DataError(f"{label}: malformed YAML: {exc}") from None
     if not isinstance(data, dict):

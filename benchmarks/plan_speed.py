@@ -1,0 +1,63 @@
+"""Prints how fast `infragen plan` is: cold start of the command, in-process search time over the full catalog,
+and how the search time grows with the number of instance types. Targets: cold start < 0.5 s, search < 100 ms."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from infragen.catalog import catalog_from_records, load_catalog
+from infragen.catalog.models import resolve_model
+from infragen.sizing import plan_workload
+from infragen.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "team-chatbot.yaml"
+
+
+def cold_start_s(runs: int = 5) -> list[float]:
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "infragen", "plan", str(EXAMPLE), "--format", "json"],
+                       check=True, capture_output=True, cwd=ROOT)
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def search_ms(example: Path, n_instances: int | None = None, runs: int = 5) -> float:
+    spec = load_spec(example)
+    model = resolve_model(spec.model, base_dir=example.parent, where="model")
+    full = load_catalog()
+    insts = full.instances if n_instances is None else full.instances[:n_instances]
+    cat = catalog_from_records(full.accelerators.values(), full.cpus.values(), insts,
+                               usd_per_cny=full.usd_per_cny, fx_source=full.fx_source)
+    spec_any = spec.model_copy(update={"cloud": "any", "regions": []})
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        try:
+            plan_workload(spec_any, catalog=cat, model=model, workload_name="bench")
+        except Exception:  # an infeasible small catalog still costs a full search
+            pass
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    cold = cold_start_s()
+    print(f"cold start `infragen plan {EXAMPLE.name}`: median {statistics.median(cold):.3f} s, "
+          f"min {min(cold):.3f} s, max {max(cold):.3f} s (target < 0.5 s)")
+    n = len(load_catalog().instances)
+    for example in sorted((ROOT / "examples").glob("*.yaml")):
+        print(f"search, full catalog ({n} types, both clouds), {example.stem}: {search_ms(example):.1f} ms "
+              "(target < 100 ms)")
+    for k in (25, 50, 100, n):
+        print(f"search over the first {k:>3} instance types (team-chatbot, both clouds): {search_ms(EXAMPLE, k):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
