@@ -224,7 +224,9 @@ def _alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
         if cand.rejected:
             why = cand.rejected
         elif cand.usd_per_month is not None and chosen.usd_per_month is not None:
-            why = f"costs ${cand.usd_per_month - chosen.usd_per_month:,.0f}/month more than the chosen plan"
+            extra = cand.usd_per_month - chosen.usd_per_month
+            why = (f"costs ${extra:,.0f}/month more than the chosen plan" if extra >= 0.5
+                   else "same price; the chosen plan has lower latency (tie break)")
         else:
             why = "ranked after the chosen plan (price unknown or higher)"
         out.append(Alternative(
