@@ -70,6 +70,18 @@ def _check_layout(hardware: Hardware, engine: str, tp: int, pp: int, nodes: int)
         raise InputError(f"unknown engine {engine!r}; use vllm or llama.cpp")
 
 
+def queue_wait_s(asked: int, running: int, e2e_s: float) -> float:
+    """Mean wait for a batch slot when `asked` requests are in flight but only `running` fit (closed loop).
+
+    Little's law: the slots complete running / e2e requests per second, so each of the `asked` requests spends
+    asked x e2e / running in the system, of which e2e is service. Without it, a shorter KV capacity (longer
+    requests) would look faster because fewer requests run at once.
+    """
+    if asked <= running or running < 1:
+        return 0.0
+    return e2e_s * (asked / running - 1.0)
+
+
 def _not_fitting(base: dict[str, object], reason: str) -> MemoryEstimate:
     return MemoryEstimate(
         fits=False,
@@ -290,6 +302,9 @@ def estimate(
         tpot_s = conc / (c.trtllm_ceiling_factor * best.output_tokens_per_s)
         notes.append(f"capped at {c.trtllm_ceiling_factor} x the TensorRT-LLM saturation prediction")
     e2e_s = ttft_s + (output_len - 1) * tpot_s
+    requests_per_s = conc / e2e_s
+    wait_s = queue_wait_s(asked, conc, e2e_s)
+    ttft_s, e2e_s = ttft_s + wait_s, e2e_s + wait_s
     regime = "gpu-decode-compute-bound" if speed.compute_bound else "gpu-decode-memory-bound"
     if nodes > 1:
         regime = "gpu-multi-node"
@@ -300,7 +315,7 @@ def estimate(
         kv_cache_gib_per_gpu=mem.kv_cache_gib_per_gpu, kv_cache_capacity_tokens=mem.kv_cache_capacity_tokens,
         overhead_gib_per_gpu=mem.overhead_gib_per_gpu, max_concurrency=max_conc, max_model_len=mem.max_model_len,
         ttft_ms=ttft_s * 1e3, tpot_ms=tpot_s * 1e3, e2e_ms=e2e_s * 1e3,
-        output_tokens_per_s=conc / tpot_s, requests_per_s=conc / e2e_s,
+        output_tokens_per_s=conc / tpot_s, requests_per_s=requests_per_s,
         relative_uncertainty=relative_band(regime), regime=regime, notes=tuple(notes),
     )
 
@@ -347,6 +362,9 @@ def _estimate_llama_cpp(
     ttft = t_prompt + (0.5 * step if conc > 1 else 0.0)
     e2e = ttft + (output_len - 1) * tpot
     regime = "cpu-generation" if (output_len - 1) * tpot >= ttft else "cpu-prompt"
+    requests_per_s = conc / e2e if e2e else 0.0
+    wait = queue_wait_s(concurrency or 0, conc, e2e)
+    ttft, e2e = ttft + wait, e2e + wait
     return Estimate(
         fits=True, reason=None, engine="llama.cpp", precision=mem.precision, kv_cache_dtype="fp16", tp=1, pp=1,
         nodes=1, concurrency=conc, weights_gib_per_gpu=mem.weights_gib_per_gpu,
@@ -354,6 +372,6 @@ def _estimate_llama_cpp(
         kv_cache_capacity_tokens=mem.kv_cache_capacity_tokens, overhead_gib_per_gpu=mem.overhead_gib_per_gpu,
         max_concurrency=max_conc, max_model_len=mem.max_model_len, ttft_ms=ttft * 1e3, tpot_ms=tpot * 1e3,
         e2e_ms=e2e * 1e3, output_tokens_per_s=conc / tpot if tpot else 0.0,
-        requests_per_s=conc / e2e if e2e else 0.0, relative_uncertainty=relative_band(regime), regime=regime,
+        requests_per_s=requests_per_s, relative_uncertainty=relative_band(regime), regime=regime,
         notes=tuple(notes),
     )
