@@ -57,6 +57,17 @@ class Accelerator(_Record):
     """Other names that resolve to this id (`H100`, `A100-80GB`); matched case-insensitively."""
     memory_type: str | None = None
     """HBM3, GDDR6... (None = not sourced)."""
+    driver_memory_mib: float | None = Field(default=None, gt=0)
+    """Total memory the driver reports (nvidia-smi, cudaMemGetInfo), MiB; None = not sourced (label used)."""
+    driver_memory_source: str | None = None
+    """Where driver_memory_mib was read."""
+
+    @property
+    def usable_memory_gib(self) -> float:
+        """Memory vLLM's profiler sees: the driver's total where sourced, else the vendor label."""
+        if self.driver_memory_mib is not None:
+            return self.driver_memory_mib / 1024
+        return self.memory_gib
 
 
 class CpuModel(_Record):

@@ -27,7 +27,8 @@ def hardware_from_instance(instance: InstanceType, catalog: Catalog) -> Hardware
         name=instance.id,
         accelerator=acc,
         gpu_count=instance.gpu_count if acc else 0,
-        gpu_memory_gib=instance.gpu_memory_gib,
+        # the driver's total (what vLLM sizes its cache from) beats the cloud API's listing where both exist
+        gpu_memory_gib=acc.usable_memory_gib if acc and acc.driver_memory_mib else instance.gpu_memory_gib,
         cpu=cpu,
         vcpus=instance.vcpus,
         memory_gib=instance.memory_gib,
@@ -39,7 +40,7 @@ def hardware_from_instance(instance: InstanceType, catalog: Catalog) -> Hardware
 
 
 def hardware_from_gpu(accelerator: Accelerator, count: int) -> Hardware:
-    """`count` GPUs of one model in one node, memory as the vendor labels it (no CPU figures)."""
+    """`count` GPUs of one model in one node, memory as the driver reports it (else the label; no CPU figures)."""
     if count < 1:
         raise InputError(f"--gpus must be at least 1 (got {count})")
     return Hardware(
@@ -67,7 +68,7 @@ class HardwareFile(BaseModel):
     gpu_count: int = Field(default=0, ge=0)
     """GPUs in the machine."""
     gpu_memory_gib: float | None = Field(default=None, gt=0)
-    """Usable memory per GPU, GiB (None = the accelerator's memory_gib)."""
+    """Usable memory per GPU, GiB (None = the driver-reported total where sourced, else the label)."""
     cpu: str | CpuModel | None = None
     """A catalog CPU id, or a full CPU record (simd, fp32_flops_per_cycle_per_core, memory_bandwidth_gb_per_s...)."""
     vcpus: int | None = Field(default=None, gt=0)

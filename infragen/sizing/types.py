@@ -21,7 +21,7 @@ class Hardware:
     gpu_count: int
     """GPUs in the node (0 for CPU-only)."""
     gpu_memory_gib: float | None
-    """Usable memory per GPU as exposed (AWS API MiB / 1024); None -> accelerator.memory_gib."""
+    """Usable memory per GPU (driver total where sourced, else AWS API MiB / 1024); None -> accelerator's."""
     cpu: CpuModel | None
     """CPU model (needed for CPU inference), None when not sourced."""
     vcpus: int | None
@@ -39,12 +39,12 @@ class Hardware:
 
     @property
     def memory_per_gpu_gib(self) -> float:
-        """Usable memory of one GPU, GiB (exposed figure, else the vendor label)."""
+        """Usable memory of one GPU, GiB (exposed figure, else the driver's total, else the vendor label)."""
         if self.gpu_memory_gib is not None:
             return self.gpu_memory_gib
         if self.accelerator is None:
             return 0.0
-        return self.accelerator.memory_gib
+        return self.accelerator.usable_memory_gib
 
 
 @dataclass(frozen=True)

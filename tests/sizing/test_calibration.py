@@ -42,9 +42,10 @@ def test_ex0001_70b_int8_weights() -> None:
 
 
 def test_ex0002_70b_int8_kv_blocks() -> None:
-    # Same log: '# GPU blocks: 1381' at gpu_memory_utilization 0.98 on an unnamed 80 GB GPU. 15 %.
-    blocks = vllm_memory(LLAMA31_70B, 80.0, "int8", "bf16", 1, 1, 0.98).num_blocks
-    assert blocks == pytest.approx(1381, rel=0.15)
+    # Same log: '# GPU blocks: 1381' at gpu_memory_utilization 0.98 on an unnamed 80 GB GPU, evaluated as an
+    # H100 as its driver reports it (81559 MiB, modal-labs/modal-client PR #2797). 10 % (the KV target).
+    blocks = vllm_memory(LLAMA31_70B, 81559 / 1024, "int8", "bf16", 1, 1, 0.98).num_blocks
+    assert blocks == pytest.approx(1381, rel=0.10)
 
 
 def test_ho0002_trtllm_8b_bf16_h100_saturation() -> None:

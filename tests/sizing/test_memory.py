@@ -138,3 +138,25 @@ def test_requested_max_model_len_beyond_cache_does_not_fit() -> None:
     assert mem.fits
     too_long = estimate_memory(LLAMA3_8B, small, precision="bf16", max_model_len=mem.max_model_len + 16)
     assert not too_long.fits
+
+
+def test_vllm_sizes_the_cache_from_the_drivers_total_not_the_label() -> None:
+    # nvidia-smi shows 81559 MiB on an H100 80GB HBM3 (modal-labs/modal-client PR #2797); vLLM's profiler sees that.
+    from infragen.catalog import load_catalog
+
+    catalog = load_catalog()
+    h100 = catalog.accelerator("h100-sxm-80gb")
+    assert h100.driver_memory_mib == 81559
+    by_gpu = hardware_from_gpu(h100, 1)
+    assert by_gpu.memory_per_gpu_gib == pytest.approx(81559 / 1024)
+    from infragen.sizing.hardware import hardware_from_instance
+
+    p5 = hardware_from_instance(catalog.instance("p5.4xlarge"), catalog)
+    assert p5.memory_per_gpu_gib == pytest.approx(81559 / 1024)  # not the API's 81920 MiB
+    labelled = estimate_memory(LLAMA3_8B, hardware_from_gpu(gpu(memory_gib=80.0), 1), precision="bf16")
+    driver = estimate_memory(LLAMA3_8B, by_gpu, precision="bf16")
+    assert driver.kv_cache_capacity_tokens < labelled.kv_cache_capacity_tokens
+
+
+def test_a_gpu_without_a_driver_figure_uses_its_label() -> None:
+    assert gpu(memory_gib=48.0).usable_memory_gib == 48.0

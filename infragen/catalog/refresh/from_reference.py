@@ -108,6 +108,8 @@ def load_moto_instance_types() -> tuple[dict[str, dict[str, Any]], str]:
 
 def convert_gpus(rows: list[dict[str, str]], supplements: dict[str, Any]) -> list[dict[str, Any]]:
     aliases: dict[str, list[str]] = supplements.get("accelerator_aliases", {})
+    driver = supplements.get("accelerator_driver_memory", {})
+    driver_mib: dict[str, int] = driver.get("mib", {})
     out: list[dict[str, Any]] = []
     for r in rows:
         gpu_id = GPU_IDS[r["name"]]
@@ -141,6 +143,8 @@ def convert_gpus(rows: list[dict[str, str]], supplements: dict[str, Any]) -> lis
             "confidence": r["confidence"],
             "notes": f"Interconnect as listed: {interconnect}. {r['notes']}".strip(),
             "aliases": aliases.get(gpu_id, []),
+            "driver_memory_mib": driver_mib.get(gpu_id),
+            "driver_memory_source": driver["source"] if gpu_id in driver_mib else None,
         }))
     out += supplements.get("extra_accelerators", [])
     return out
