@@ -92,13 +92,13 @@ def gpu_of(hardware: str) -> tuple[str, str] | None:
     """(catalog id, interconnect override) for a calibration hardware label; None = no sourced figures."""
     h = hardware.lower()
     if "gh200" in h:
-        return None  # no sourced HBM bandwidth for GH200 in the catalog
+        return "gh200-96gb", ""
     if "h200" in h:
         return "h200", ""
     if "h100" in h:
         return "h100-sxm", ""
     if "a100-pcie" in h:
-        return "a100-80gb", "pcie"  # same GA100 + 80 GB HBM2e; PCIe link (see docs/performance-model.md)
+        return "a100-pcie-80gb", ""  # 300 W card: 1935 GB/s, PCIe link, power-capped compute
     if "a100" in h:
         return "a100-80gb", ""
     if "l40s" in h:

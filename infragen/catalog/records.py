@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 CpuArch = Literal["x86_64", "arm64"]
 
@@ -57,10 +57,26 @@ class Accelerator(_Record):
     """Other names that resolve to this id (`H100`, `A100-80GB`); matched case-insensitively."""
     memory_type: str | None = None
     """HBM3, GDDR6... (None = not sourced)."""
+    full_power_tdp_w: float | None = Field(default=None, gt=0)
+    """Board power of the same die's full-power part when this one is a lower-power card with the same datasheet
+    peaks (A100 PCIe 300 W vs SXM4 400 W); sustained tensor throughput scales by tdp_w / this. None = full power."""
     driver_memory_mib: float | None = Field(default=None, gt=0)
     """Total memory the driver reports (nvidia-smi, cudaMemGetInfo), MiB; None = not sourced (label used)."""
     driver_memory_source: str | None = None
     """Where driver_memory_mib was read."""
+
+    @model_validator(mode="after")
+    def _power_cap_needs_a_lower_tdp(self) -> Accelerator:
+        if self.full_power_tdp_w is not None and (self.tdp_w is None or self.tdp_w > self.full_power_tdp_w):
+            raise ValueError(f"{self.id}: full_power_tdp_w needs tdp_w at or below it (got tdp_w {self.tdp_w})")
+        return self
+
+    @property
+    def compute_power_scale(self) -> float:
+        """Share of the datasheet tensor peak a power-capped card sustains (1.0 unless full_power_tdp_w is set)."""
+        if self.full_power_tdp_w is None or self.tdp_w is None:
+            return 1.0
+        return min(1.0, self.tdp_w / self.full_power_tdp_w)
 
     @property
     def usable_memory_gib(self) -> float:

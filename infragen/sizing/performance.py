@@ -69,6 +69,8 @@ class GpuFigures:
     int8_tops: float | None
     interconnect: str
     interconnect_gb_per_s: float | None
+    compute_power_scale: float = 1.0
+    """Share of the tensor peak a power-capped card sustains (Accelerator.compute_power_scale)."""
 
 
 def gpu_figures(acc: Accelerator) -> GpuFigures:
@@ -82,6 +84,7 @@ def gpu_figures(acc: Accelerator) -> GpuFigures:
         int8_tops=acc.int8_tops,
         interconnect=acc.interconnect,
         interconnect_gb_per_s=acc.interconnect_gb_per_s,
+        compute_power_scale=acc.compute_power_scale,
     )
 
 
@@ -154,7 +157,7 @@ def gpu_setup(
         num_experts=model.num_experts,
         experts_per_token=model.num_experts_per_token,
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
-        peak_flops=peak * TERA,
+        peak_flops=peak * acc.compute_power_scale * TERA,
         bandwidth_bytes_per_s=acc.memory_bandwidth_gb_per_s * GIGA,
         link_bytes_per_s=link,
         allreduce_latency_s=latency,
