@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -79,6 +80,7 @@ def model_of(text: str) -> str | None:
     t = text.lower()
     for key, name in (
         ("405b", "llama-3.1-405b"), ("llama-3.1-70b", "llama-3.1-70b"), ("llama-3.1-8b", "llama-3.1-8b"),
+        ("llama-3-8b", "llama-3.1-8b"),  # Llama 3 8B: Llama 3.1 8B's shapes, 8192-token context (memory-identical)
         ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"), ("llama-2-7b", "llama-2-7b"),
         ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b-v0.3"),
         ("nemo", "mistral-nemo-12b"), ("mistral-large", "mistral-large-2407"),
@@ -99,8 +101,12 @@ def gpu_of(hardware: str) -> tuple[str, str] | None:
         return "h100-sxm", ""
     if "a100-pcie" in h:
         return "a100-pcie-80gb", ""  # 300 W card: 1935 GB/s, PCIe link, power-capped compute
+    if "a100" in h and "40gb" in h:
+        return "a100-40gb", ""
     if "a100" in h:
         return "a100-80gb", ""
+    if re.search(r"\ba10\b", h):
+        return "a10-24gb", ""
     if "l40s" in h:
         return "l40s", ""
     return None
@@ -182,10 +188,11 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
         return f"{rid}: hardware {row['hardware']!r} has no sourced figures"
     acc = _accelerator(*g)
     hw = hardware_from_gpu(acc, tp * pp)
-    if metric == "kv_cache_gpu_blocks":
-        util = float(row["concurrency"].split("--gpu-memory-utilization")[1].split()[0])
-        blocks = vllm_memory(model, hw.memory_per_gpu_gib, prec, "bf16", tp, pp, util).num_blocks
-        return Outcome(rid, f"{engine} KV cache", metric, measured, float(blocks), "memory-kv",
+    if metric in ("kv_cache_gpu_blocks", "kv_cache_tokens"):  # V0 '# GPU blocks' / V1 'GPU KV cache size: N tokens'
+        util = float(row["concurrency"].split("--gpu-memory-utilization")[1].split()[0].rstrip(";),"))
+        mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, "bf16", tp, pp, util)
+        pred = mem.capacity_tokens if metric == "kv_cache_tokens" else mem.num_blocks
+        return Outcome(rid, f"{engine} KV cache", metric, measured, float(pred), "memory-kv",
                        f"utilisation {util}")
     trt = engine == "TensorRT-LLM"
     # trtllm-bench's FP8 builds quantize the KV cache to FP8 too (assumption stated in the docs).
