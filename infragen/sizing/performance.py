@@ -195,20 +195,21 @@ def stage_step_s(
     e = engine_constants(s.engine)
     tokens = decode_seqs + prefill_tokens
     gpus = s.tp * s.pp
-    flops = (
-        s.dense_flops_per_token * tokens
-        + s.attn_flops_per_token_ctx * (decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens)
-    ) / gpus
-    t_compute = flops / (s.peak_flops * e.prefill_compute_fraction)
+    flops_per_s = s.peak_flops * e.prefill_compute_fraction
+    # The linear layers (GEMMs) and attention are separate kernels that run one after the other, so each gets
+    # its own roofline and their times add: a step is not max(all FLOPs, all bytes).
+    gemm_compute = s.dense_flops_per_token * tokens / gpus / flops_per_s
+    attn_compute = s.attn_flops_per_token_ctx * (
+        decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens) / gpus / flops_per_s
     # Decode reads every cached token; prefill writes its own tokens' KV once (flash attention keeps the
     # prompt's K/V tiles on chip, so the quadratic part is compute, not HBM traffic).
     kv_read = s.kv_bytes_per_token_gpu * (decode_seqs * decode_ctx_tokens + prefill_tokens)
     experts_read = s.expert_bytes_gpu * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
-    t_memory = (
+    gemm_memory = (
         s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
         + experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
-        + kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
     )
+    attn_memory = kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
     t_comm = 0.0
     layers_per_stage = math.ceil(s.num_layers / s.pp)
     if s.tp > 1:
@@ -217,7 +218,7 @@ def stage_step_s(
         t_comm = 2 * layers_per_stage * (ring + s.allreduce_latency_s)
     t_host = e.step_overhead_ms * 1e-3 / s.pp + e.per_seq_overhead_ms * 1e-3 * decode_seqs / s.pp
     t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage
-    return max(t_compute, t_memory) + t_comm + t_host + t_launch
+    return max(gemm_compute, gemm_memory) + max(attn_compute, attn_memory) + t_comm + t_host + t_launch
 
 
 def token_step_s(
