@@ -8,6 +8,7 @@ import json
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.engines import LLAMA_CPP_VERSION, VLLM_VERSION, load_engine_flags
 from infragen.errors import InfragenError
+from infragen.sizing.memory import vllm_profile_tokens
 
 MODEL_DIR = "/opt/models"
 API_KEY_FILE = "/run/infragen/api-key"
@@ -45,11 +46,17 @@ def vllm_argv(
         argv += ["--rope-scaling", json.dumps({"rope_type": "yarn", "factor": factor,
                                                "original_max_position_embeddings": original},
                                               separators=(",", ":"))]
+    argv += _batching_flags(model, max_model_len)
     argv += ["--enable-prefix-caching", "--download-dir", MODEL_DIR]
     if multi_node:
         argv += ["--distributed-executor-backend", "ray"]
     _check("vllm", VLLM_VERSION, argv)
     return argv
+
+
+def _batching_flags(model: ModelArchitecture, max_model_len: int) -> list[str]:
+    tokens = ["--max-num-batched-tokens", str(vllm_profile_tokens(model, max_model_len))]
+    return tokens if model.sliding_window is not None else ["--enable-chunked-prefill", *tokens]
 
 
 def llama_cpp_argv(*, weights_file: str, served_name: str, port: int, ctx_per_slot: int, slots: int,

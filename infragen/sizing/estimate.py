@@ -22,6 +22,7 @@ from infragen.sizing.memory import (
     max_sequences,
     param_groups,
     vllm_memory,
+    vllm_profile_tokens,
 )
 from infragen.sizing.performance import FP8_WEIGHT_ONLY_MIN_ARCH, gpu_figures, gpu_setup, steady_state
 from infragen.sizing.types import Estimate, Hardware, MemoryEstimate
@@ -140,7 +141,8 @@ def estimate_memory(
     per_gpu_gib = hardware.memory_per_gpu_gib
     if gpu_memory_utilization <= 0 or gpu_memory_utilization > 1:
         raise InputError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
-    m = vllm_memory(model, per_gpu_gib, precision, kv_dtype, tp, pp, gpu_memory_utilization, fp8_scope)
+    m = vllm_memory(model, per_gpu_gib, precision, kv_dtype, tp, pp, gpu_memory_utilization, fp8_scope,
+                    profile_tokens=vllm_profile_tokens(model, max_model_len))
     base.update(
         weights_gib_per_gpu=_gib(m.weights_bytes),
         overhead_gib_per_gpu=_gib(m.overhead_bytes),
@@ -288,7 +290,8 @@ def estimate(
         conc = max_conc
     acc = hardware.accelerator
     assert acc is not None
-    m = vllm_memory(model, hardware.memory_per_gpu_gib, precision, mem.kv_cache_dtype, tp, pp, gpu_memory_utilization)
+    m = vllm_memory(model, hardware.memory_per_gpu_gib, precision, mem.kv_cache_dtype, tp, pp, gpu_memory_utilization,
+                    profile_tokens=vllm_profile_tokens(model, max_model_len))
     figures = gpu_figures(acc)
     setup = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "vllm", tp, pp, nodes)
     speed = steady_state(setup, input_len, output_len, conc)
