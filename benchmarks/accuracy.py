@@ -27,8 +27,15 @@ from infragen.sizing import constants as constants_mod
 from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import hardware_from_gpu
-from infragen.sizing.memory import gguf_weight_bytes, param_groups, vllm_memory, weight_bytes_per_gpu
+from infragen.sizing.memory import (
+    gguf_weight_bytes,
+    param_groups,
+    vllm_memory,
+    vllm_profile_tokens,
+    weight_bytes_per_gpu,
+)
 from infragen.sizing.performance import gpu_figures, gpu_setup, simulate_drain, steady_state, token_step_s
+from infragen.sizing.types import Hardware
 from infragen.units import GIB
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -70,6 +77,22 @@ _ARCH: dict[str, dict[str, object]] = {
                           intermediate_size=16384, vocab_size=32768, max_position_embeddings=65536,
                           num_experts=8, num_experts_per_token=2),
 }
+
+
+#: Independent check of the current `vllm` profile (vLLM >= 0.6 speed rows in extra_calibration.csv): predicted with
+#: estimate() as a user would get them, never fitted (evaluate_all leaves them out of fit()'s engine-filtered runs),
+#: and kept in their own regime so the per-regime bands of the fitted rows do not move.
+CURRENT_VLLM_GROUP = "vLLM >=0.6 (independent"
+CURRENT_VLLM_REGIME = "check-vllm-current"
+_CURRENT_VLLM_METRICS = ("output_tokens_per_s", "ttft_ms", "tpot_ms")
+
+
+def is_current_vllm_check(row: dict[str, str]) -> bool:
+    """A measured speed row of vLLM 0.6 or newer (the Lambda rows are 0.5.4 and use other metric names too)."""
+    if row["engine"] != "vLLM" or row["metric"] not in _CURRENT_VLLM_METRICS:
+        return False
+    m = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
+    return m is not None and (int(m[1]), int(m[2])) >= (0, 6)
 
 
 def arch(name: str) -> ModelArchitecture:
@@ -188,6 +211,8 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
         return f"{rid}: hardware {row['hardware']!r} has no sourced figures"
     acc = _accelerator(*g)
     hw = hardware_from_gpu(acc, tp * pp)
+    if is_current_vllm_check(row):
+        return _current_vllm_row(row, model, acc, hw, measured)
     if metric in ("kv_cache_gpu_blocks", "kv_cache_tokens"):  # V0 '# GPU blocks' / V1 'GPU KV cache size: N tokens'
         util = float(row["concurrency"].split("--gpu-memory-utilization")[1].split()[0].rstrip(";),"))
         mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, "bf16", tp, pp, util)
@@ -249,6 +274,60 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
     return Outcome(rid, group, metric, measured, pred, regime, f"batch {batch}")
 
 
+def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accelerator, hw: Hardware,
+                      measured: float) -> Outcome | str:
+    """estimate() for one vLLM >= 0.6 row; server settings from 'gpu_memory_utilization=X max_model_len=N' in notes.
+
+    Rows tagged '[check: prefix-cached]' ran with the prompts already in vLLM's prefix cache (almost no prefill):
+    their note carries the model's decode-only step (same setup, one recomputed prompt token per new request).
+    """
+    rid, metric, notes = row["id"], row["metric"], row["notes"]
+    tp, pp = int(row["tp"] or 1), int(row["pp"] or 1)
+    conc_text = row["concurrency"].strip().lower()
+    conc = None if conc_text.startswith("max-load") else int(conc_text)
+    server = dict(re.findall(r"\b(gpu_memory_utilization|max_model_len)=(\d+(?:\.\d+)?)", notes))
+    util = float(server.get("gpu_memory_utilization", 0.9))
+    mml = int(server["max_model_len"]) if "max_model_len" in server else None
+    prec = precision_of(row["precision"], acc.id)
+    inp, out = int(row["input_len"]), int(row["output_len"])
+    est = estimate(model, hw, precision=prec, tp=tp, pp=pp, input_len=inp, output_len=out, concurrency=conc,
+                   max_model_len=mml, gpu_memory_utilization=util)
+    if not est.fits:
+        return f"{rid}: {est.reason}"
+    pred = {"output_tokens_per_s": est.output_tokens_per_s, "ttft_ms": est.ttft_ms, "tpot_ms": est.tpot_ms}[metric]
+    tag = re.search(r"\[check: ([^\]]+)\]", notes)
+    group = f"{CURRENT_VLLM_GROUP}, {tag[1]})" if tag else f"{CURRENT_VLLM_GROUP})"
+    note = f"{acc.id} batch {est.concurrency} ({est.regime})"
+    if tag and tag[1] == "prefix-cached":
+        mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, est.kv_cache_dtype, tp, pp, util,
+                          profile_tokens=vllm_profile_tokens(model, mml))
+        setup = gpu_setup(model, gpu_figures(acc), prec, mem.kv_bytes_per_token_gpu, "vllm", tp, pp, 1)
+        c = est.concurrency
+        step = token_step_s(setup, c, inp + out / 2.0, c / out, 0.5)
+        decode_only = c / step if metric == "output_tokens_per_s" else step * 1e3
+        note += f"; decode-only model {decode_only:.2f} ({decode_only / measured - 1:+.0%})"
+    return Outcome(rid, group, metric, measured, pred, CURRENT_VLLM_REGIME, note)
+
+
+def current_vllm_report(outcomes: list[Outcome]) -> list[str]:
+    """Lines for the independent vLLM >= 0.6 check: per metric, per metric x GPU, then every row."""
+    rows = [o for o in outcomes if o.regime == CURRENT_VLLM_REGIME]
+    if not rows:
+        return []
+    lines = ["", "independent check of the `vllm` profile on measured vLLM >= 0.6 rows (not fitted):"]
+    keys: dict[str, list[float]] = defaultdict(list)
+    for o in rows:
+        keys[f"all {o.metric}"].append(o.error)
+        keys[f"{o.metric} {o.note.split()[0]}"].append(o.error)
+    for key, errs in sorted(keys.items()):
+        lines.append(f"  {key:<40} n={len(errs):>2}  median|err| {statistics.median(abs(e) for e in errs):6.1%}  "
+                     f"bias {statistics.median(errs):+6.1%}")
+    for o in rows:
+        lines.append(f"  {o.row_id} {o.metric:<20} measured {o.measured:>9.2f} predicted {o.predicted:>9.2f} "
+                     f"({o.error:+.0%}) {o.note}")
+    return lines
+
+
 def _cpu_row(row: dict[str, str], model: ModelArchitecture, measured: float) -> Outcome | str:
     hw = yaml.safe_load((DATA / "calibration_hardware.yaml").read_text())["cpus"]
     label = row["hardware"].lower()
@@ -282,6 +361,8 @@ def evaluate_all(engines: tuple[str, ...] = ()) -> tuple[list[Outcome], list[str
     for row in read_rows():
         if engines and row["engine"] not in engines:
             continue
+        if engines and is_current_vllm_check(row):
+            continue  # independent check rows never feed fit() (which filters by engine)
         res = evaluate_row(row)
         (skipped if isinstance(res, str) else outcomes).append(res)  # type: ignore[arg-type]
     return outcomes, skipped
@@ -478,6 +559,8 @@ def main() -> None:
     print("\nerror bands (80th percentile |err|) per regime:")
     for regime, (band, n) in sorted(bands(outcomes).items()):
         print(f"  {regime:<28} {band:6.1%}  ({n} rows)")
+    for line in current_vllm_report(outcomes):
+        print(line)
     print(f"\nunusable rows: {len(skipped)}")
     for reason in skipped[:8]:
         print("  " + reason)
