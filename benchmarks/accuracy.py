@@ -22,6 +22,7 @@ import yaml
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import load_catalog
+from infragen.catalog.models import load_model_registry
 from infragen.catalog.records import Accelerator, CpuModel
 from infragen.sizing import constants as constants_mod
 from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
@@ -76,7 +77,12 @@ _ARCH: dict[str, dict[str, object]] = {
     "mixtral-8x22b": dict(hidden_size=6144, num_layers=56, num_attention_heads=48, num_kv_heads=8,
                           intermediate_size=16384, vocab_size=32768, max_position_embeddings=65536,
                           num_experts=8, num_experts_per_token=2),
+    # Qwen/Qwen3-32B config.json (not in infragen's registry): untied embeddings, QK-norm, no sliding window.
+    "qwen3-32b": dict(hidden_size=5120, num_layers=64, num_attention_heads=64, num_kv_heads=8, head_dim=128,
+                      intermediate_size=25600, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
 }
+#: Rows whose model is in infragen's own registry (infragen/catalog/data/models.yaml): resolved from there.
+_REGISTRY_MODELS = ("qwen3-235b-a22b", "deepseek-r1")
 
 
 #: Independent check of the current `vllm` profile (vLLM >= 0.6 speed rows in extra_calibration.csv): predicted with
@@ -96,6 +102,8 @@ def is_current_vllm_check(row: dict[str, str]) -> bool:
 
 
 def arch(name: str) -> ModelArchitecture:
+    if name in _REGISTRY_MODELS:
+        return load_model_registry()[name]
     return ModelArchitecture(id=name, **_ARCH[name])  # type: ignore[arg-type]
 
 
@@ -107,6 +115,8 @@ def model_of(text: str) -> str | None:
         ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"), ("llama-2-7b", "llama-2-7b"),
         ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b-v0.3"),
         ("nemo", "mistral-nemo-12b"), ("mistral-large", "mistral-large-2407"),
+        ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-32b", "qwen3-32b"),
+        ("deepseek-r1", "deepseek-r1"),  # DeepSeek-R1-0528: R1's architecture
     ):
         if key in t:
             return name
@@ -139,6 +149,10 @@ def precision_of(text: str, gpu: str) -> str:
     t = text.lower()
     if t.startswith("int8"):
         return "int8"
+    if "awq" in t:  # weight-only INT4 AWQ (vLLM awq_marlin)
+        return "int4-awq"
+    if "gptq" in t and "int4" in t:  # weight-only INT4 GPTQ (vLLM gptq_marlin)
+        return "int4-gptq"
     if "fp8" in t:
         return "fp8"
     if t.startswith("q4_0"):
@@ -274,12 +288,29 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
     return Outcome(rid, group, metric, measured, pred, regime, f"batch {batch}")
 
 
+def check_regime(model: ModelArchitecture, acc: Accelerator, precision: str, kv_dtype: str) -> str:
+    """Regime label of a check row: '' for dense BF16/FP16 (EX0009-EX0024), else e.g. 'MoE fp8', 'int4'."""
+    parts = []
+    if model.num_experts:
+        parts.append("MLA MoE" if model.kv_lora_rank else "MoE")
+    if precision.startswith("int4"):
+        parts.append("int4")
+    elif precision == "fp8":
+        parts.append("fp8" if acc.fp8_tflops is not None else "fp8 weight-only Marlin")
+    if kv_dtype == "fp8":
+        parts.append("fp8 KV")
+    return " ".join(parts)
+
+
 def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accelerator, hw: Hardware,
                       measured: float) -> Outcome | str:
-    """estimate() for one vLLM >= 0.6 row; server settings from 'gpu_memory_utilization=X max_model_len=N' in notes.
+    """estimate() for one vLLM >= 0.6 row; server settings from 'gpu_memory_utilization=X max_model_len=N' and
+    'kv_cache_dtype=fp8' in notes (no kv_cache_dtype: vLLM's auto, the checkpoint dtype).
 
     Rows tagged '[check: prefix-cached]' ran with the prompts already in vLLM's prefix cache (almost no prefill):
     their note carries the model's decode-only step (same setup, one recomputed prompt token per new request).
+    Quantized, MoE and fp8-KV rows get their own group and regime (check_regime), so the dense BF16 figures and
+    the check-vllm-current band stay what they were.
     """
     rid, metric, notes = row["id"], row["metric"], row["notes"]
     tp, pp = int(row["tp"] or 1), int(row["pp"] or 1)
@@ -288,15 +319,19 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     server = dict(re.findall(r"\b(gpu_memory_utilization|max_model_len)=(\d+(?:\.\d+)?)", notes))
     util = float(server.get("gpu_memory_utilization", 0.9))
     mml = int(server["max_model_len"]) if "max_model_len" in server else None
+    kv = re.search(r"\bkv_cache_dtype=(fp8|bf16|fp16|auto)\b", notes)
     prec = precision_of(row["precision"], acc.id)
     inp, out = int(row["input_len"]), int(row["output_len"])
-    est = estimate(model, hw, precision=prec, tp=tp, pp=pp, input_len=inp, output_len=out, concurrency=conc,
-                   max_model_len=mml, gpu_memory_utilization=util)
+    est = estimate(model, hw, precision=prec, kv_cache_dtype=kv[1] if kv else "auto", tp=tp, pp=pp, input_len=inp,
+                   output_len=out, concurrency=conc, max_model_len=mml, gpu_memory_utilization=util)
     if not est.fits:
         return f"{rid}: {est.reason}"
     pred = {"output_tokens_per_s": est.output_tokens_per_s, "ttft_ms": est.ttft_ms, "tpot_ms": est.tpot_ms}[metric]
     tag = re.search(r"\[check: ([^\]]+)\]", notes)
-    group = f"{CURRENT_VLLM_GROUP}, {tag[1]})" if tag else f"{CURRENT_VLLM_GROUP})"
+    label = check_regime(model, acc, prec, est.kv_cache_dtype)
+    inner = ", ".join(x for x in (label, tag[1] if tag else "") if x)
+    group = f"{CURRENT_VLLM_GROUP}, {inner})" if inner else f"{CURRENT_VLLM_GROUP})"
+    regime = f"{CURRENT_VLLM_REGIME}-{label.lower().replace(' ', '-')}" if label else CURRENT_VLLM_REGIME
     note = f"{acc.id} batch {est.concurrency} ({est.regime})"
     if tag and tag[1] == "prefix-cached":
         mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, est.kv_cache_dtype, tp, pp, util,
@@ -306,20 +341,26 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
         step = token_step_s(setup, c, inp + out / 2.0, c / out, 0.5)
         decode_only = c / step if metric == "output_tokens_per_s" else step * 1e3
         note += f"; decode-only model {decode_only:.2f} ({decode_only / measured - 1:+.0%})"
-    return Outcome(rid, group, metric, measured, pred, CURRENT_VLLM_REGIME, note)
+    return Outcome(rid, group, metric, measured, pred, regime, note)
 
 
 def current_vllm_report(outcomes: list[Outcome]) -> list[str]:
-    """Lines for the independent vLLM >= 0.6 check: per metric, per metric x GPU, then every row."""
-    rows = [o for o in outcomes if o.regime == CURRENT_VLLM_REGIME]
+    """Lines for the independent vLLM >= 0.6 check: per metric and per metric x GPU on the dense BF16 rows, per
+    metric for each other regime (quantized / MoE / fp8 KV, keyed '[label] metric'), then every row."""
+    rows = [o for o in outcomes if o.regime.startswith(CURRENT_VLLM_REGIME)]
     if not rows:
         return []
     lines = ["", "independent check of the `vllm` profile on measured vLLM >= 0.6 rows (not fitted):"]
     keys: dict[str, list[float]] = defaultdict(list)
     for o in rows:
-        keys[f"all {o.metric}"].append(o.error)
-        keys[f"{o.metric} {o.note.split()[0]}"].append(o.error)
-    for key, errs in sorted(keys.items()):
+        if o.regime == CURRENT_VLLM_REGIME:
+            keys[f"all {o.metric}"].append(o.error)
+            keys[f"{o.metric} {o.note.split()[0]}"].append(o.error)
+        else:
+            label = o.group[len(CURRENT_VLLM_GROUP) + 2:].split(",")[0].rstrip(")")
+            keys[f"[{label}] {o.metric}"].append(o.error)
+            keys[f"[all quantized/MoE/fp8 KV] {o.metric}"].append(o.error)
+    for key, errs in sorted(keys.items(), key=lambda kv: (kv[0].startswith("["), kv[0])):
         lines.append(f"  {key:<40} n={len(errs):>2}  median|err| {statistics.median(abs(e) for e in errs):6.1%}  "
                      f"bias {statistics.median(errs):+6.1%}")
     for o in rows:
@@ -558,7 +599,7 @@ def main() -> None:
     print(f"\nvLLM prediction > 1.15 x TensorRT-LLM measurement: {over} of {total} saturation rows")
     print("\nerror bands (80th percentile |err|) per regime:")
     for regime, (band, n) in sorted(bands(outcomes).items()):
-        print(f"  {regime:<28} {band:6.1%}  ({n} rows)")
+        print(f"  {regime:<46} {band:6.1%}  ({n} rows)")
     for line in current_vllm_report(outcomes):
         print(line)
     print(f"\nunusable rows: {len(skipped)}")
