@@ -24,7 +24,14 @@ from infragen.sizing.memory import (
     vllm_memory,
     vllm_profile_tokens,
 )
-from infragen.sizing.performance import FP8_WEIGHT_ONLY_MIN_ARCH, gpu_figures, gpu_setup, steady_state
+from infragen.sizing.performance import (
+    FP8_WEIGHT_ONLY_MIN_ARCH,
+    MANY_EXPERT_MOE_REGIME,
+    gpu_figures,
+    gpu_setup,
+    is_many_expert_moe,
+    steady_state,
+)
 from infragen.sizing.types import Estimate, Hardware, MemoryEstimate
 from infragen.sizing.uncertainty import relative_band
 from infragen.units import DTYPE_BYTES, GIB
@@ -309,6 +316,8 @@ def estimate(
     wait_s = queue_wait_s(asked, conc, e2e_s)
     ttft_s, e2e_s = ttft_s + wait_s, e2e_s + wait_s
     regime = "gpu-decode-compute-bound" if speed.compute_bound else "gpu-decode-memory-bound"
+    if is_many_expert_moe(model):
+        regime = MANY_EXPERT_MOE_REGIME  # measured rows of such models err far more than dense ones
     if nodes > 1:
         regime = "gpu-multi-node"
     return Estimate(

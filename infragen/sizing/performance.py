@@ -166,6 +166,17 @@ def gpu_setup(
     )
 
 
+#: Models with this many routed experts or more (Qwen3-MoE, DeepSeek-V2/V3) run many small per-expert GEMMs;
+#: the only measured rows of them (vLLM 0.11, benchmarks/data/extra_calibration.csv) are over-predicted by ~50 %,
+#: unlike Mixtral's 8 experts, so their estimates carry their own, wider band.
+MANY_EXPERTS = 32
+MANY_EXPERT_MOE_REGIME = "gpu-moe-many-experts"
+
+
+def is_many_expert_moe(model: ModelArchitecture) -> bool:
+    return model.num_experts >= MANY_EXPERTS
+
+
 def engine_constants(engine: str) -> EngineConstants:
     engines = load_constants().engines
     if engine not in engines:
