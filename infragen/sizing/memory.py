@@ -312,7 +312,7 @@ def vllm_profile_tokens(model: ModelArchitecture, max_model_len: int | None) -> 
     """Tokens of the one forward pass vLLM profiles at start-up, as infragen's flags set it (engine_args).
 
     vLLM 0.7's V0 engine turns chunked prefill on by itself only above 32768 tokens of context (EngineArgs.
-    create_engine_config) and otherwise batches up to max(max_model_len, 2048) prompt tokens; infragen pins it
+    create_engine_config) and otherwise schedules whole prompts of up to max_model_len; infragen pins it
     instead, so the memory and speed model's budget of `max_num_batched_tokens` is what the server runs with.
     Sliding-window models stay off chunked prefill (vLLM excludes them from it), so a whole prompt is one batch.
     """
