@@ -266,7 +266,7 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
         # Regime of the bulk of the run: steady state at half the 256-sequence cap.
         bound = steady_state(setup, SHAREGPT_INPUT_TOKENS, SHAREGPT_OUTPUT_MEAN_TOKENS, 128).compute_bound
         regime = "gpu-decode-compute-bound" if bound else "gpu-decode-memory-bound"
-        regime = MOE_REGIME if is_many_expert_moe(model) else regime
+        regime = MANY_EXPERT_MOE_REGIME if is_many_expert_moe(model) else regime
         if metric == "output_tokens_per_s":
             return Outcome(rid, "vLLM Lambda ShareGPT", metric, measured, res.output_tokens_per_s, regime)
         return Outcome(rid, "vLLM Lambda ShareGPT", metric, measured, res.mean_itl_s * 1e3, regime,
@@ -294,15 +294,17 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
         pred /= tp * pp
     regime = "gpu-decode-compute-bound" if steady_state(setup, inp, out, batch).compute_bound else \
         "gpu-decode-memory-bound"
-    regime = MOE_REGIME if is_many_expert_moe(model) else regime
+    regime = MANY_EXPERT_MOE_REGIME if is_many_expert_moe(model) else regime
     return Outcome(rid, group, metric, measured, pred, regime, f"batch {batch}")
 
 
 def check_regime(model: ModelArchitecture, acc: Accelerator, precision: str, kv_dtype: str) -> str:
     """Regime label of a check row: '' for dense BF16/FP16 (EX0009-EX0024), else e.g. 'MoE fp8', 'int4'."""
     parts = []
-    if model.num_experts:
+    if is_many_expert_moe(model):  # 'moe' in the label puts the row in the many-expert band (bands())
         parts.append("MLA MoE" if model.kv_lora_rank else "MoE")
+    elif model.num_experts:
+        parts.append("Mixtral-style experts")
     if precision.startswith("int4"):
         parts.append("int4")
     elif precision == "fp8":
@@ -450,10 +452,6 @@ def ceiling_check(outcomes: list[Outcome]) -> tuple[int, int]:
     return over, total
 
 
-#: Regime of many-expert MoE models (sizing/estimate.py uses the same name and test).
-MOE_REGIME = MANY_EXPERT_MOE_REGIME
-
-
 def bands(outcomes: list[Outcome]) -> dict[str, tuple[float, int]]:
     """Per-regime band: the 80th percentile of absolute error (at least the median of all rows)."""
     by: dict[str, list[float]] = defaultdict(list)
@@ -463,7 +461,7 @@ def bands(outcomes: list[Outcome]) -> dict[str, tuple[float, int]]:
         # Many-expert MoE rows form one band, as `estimate` gives those models that regime; the independent
         # vLLM >= 0.6 MoE rows (Qwen3-235B, DeepSeek-R1) are its only rows and still never feed `fit`.
         moe_check = o.regime.startswith(CURRENT_VLLM_REGIME) and "moe" in o.regime
-        by[MOE_REGIME if moe_check else o.regime].append(abs(o.error))
+        by[MANY_EXPERT_MOE_REGIME if moe_check else o.regime].append(abs(o.error))
     out = {}
     for regime, errs in by.items():
         errs.sort()
