@@ -121,7 +121,11 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         visible = []
     env: dict[str, str] = {}
     if lay.nodes_per_replica > 1:
-        env = ({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_PROTO": "simple"}
+        # EFA: NCCL_NET makes a missing aws-ofi-nccl fatal instead of a silent TCP fallback, and INIT/NET info
+        # logs carry the NET/OFI line readiness checks (docs/aws.md). No NCCL_PROTO=simple: only aws-ofi-nccl
+        # <= 1.5 needed it (aws-ofi-nccl doc/efa-env-var.md) and it slows NVLink all-reduce.
+        env = ({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET": "AWS Libfabric",
+                "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
                if inst.rdma == "efa" else {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "0"})
     storage = resources.select_storage(c.cloud, weights_total_gib, inst.local_nvme_count, inst.local_nvme_gib)
     loaded = (est.weights_gib_per_gpu * lay.tp * lay.replicas_per_node if lay.engine == "vllm"

@@ -310,7 +310,8 @@ def test_ray_worker_joins_the_head_from_its_own_address(tmp_path: Path) -> None:
 
 
 def test_ray_head_waits_until_every_gpu_has_joined(tmp_path: Path) -> None:
-    root = sandbox(make_plan("multinode"), "head", tmp_path / "root")
+    # Alibaba's plan: an AWS (EFA) head first checks fi_info and memlock (tests/provision/test_aws_efa.py).
+    root = sandbox(make_plan("multinode", "alicloud"), "head", tmp_path / "root")
     venv = root / "opt/infragen/venv/bin"
     venv.mkdir(parents=True)
     counts = tmp_path / "counts"
