@@ -11,17 +11,22 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from infragen.identifiers import ModelId, Text, shown
+
+#: Largest figure an architecture field may hold (dimensions, counts, contexts); see _no_bool_numbers.
+MAX_FIGURE = 10**9
+
 AttentionKind = Literal["mha", "gqa", "mqa", "mla"]
 
 
 class ModelArchitecture(BaseModel):
     """A decoder-only transformer, described the way Hugging Face `config.json` files describe it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
-    id: str = "custom"
+    id: ModelId = "custom"
     """Canonical registry id (`llama-3.1-8b`); `custom` for an explicit architecture."""
-    display_name: str = ""
+    display_name: Text = ""
     """Name for humans (`Llama-3.1-8B`)."""
     family: str = "llama"
     """HF `model_type` (llama, qwen2, qwen3, qwen3_moe, mistral, mixtral, gemma, gemma2, phi3, deepseek_v3)."""
@@ -116,6 +121,10 @@ class ModelArchitecture(BaseModel):
         # pydantic would read `hidden_size: true` as 1; a boolean is never a size.
         if isinstance(value, bool) and cls.model_fields[info.field_name or ""].annotation is not bool:
             raise ValueError(f"expected a number, found {value}")
+        # Physical bounds: no real transformer dimension or count comes near 1e9, and none is infinite; bounding
+        # them here is what keeps parameter and memory arithmetic from overflowing downstream.
+        if isinstance(value, int | float) and not isinstance(value, bool) and not -MAX_FIGURE <= value <= MAX_FIGURE:
+            raise ValueError(f"{shown(value)} is out of range (at most {MAX_FIGURE:.0e})")
         return value
 
     @model_validator(mode="after")

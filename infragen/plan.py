@@ -13,13 +13,50 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from infragen.spec import Cloud, Engine, KvCacheDtype, Pricing
+from infragen.errors import InputError
+from infragen.identifiers import (
+    ArgvWord,
+    CatalogId,
+    EngineVersion,
+    EnvName,
+    EnvValue,
+    FileName,
+    InstanceType,
+    ModelId,
+    NodePath,
+    RegionId,
+    SecretName,
+    Text,
+    UrlPath,
+    Version,
+    WeightsUri,
+    WorkloadName,
+    shown,
+)
+from infragen.spec import Cloud, Engine, KvCacheDtype, Precision, Pricing
 
 PLAN_SCHEMA_VERSION = 1
 
 
+#: Largest number a plan may hold anywhere (counts, GiB, ms, USD): far above any real deployment, so an edited
+#: plan cannot make arithmetic downstream overflow.
+MAX_PLAN_NUMBER = 10**12
+#: Largest list in a plan (argv words, alternatives, explanation lines).
+MAX_PLAN_LIST = 500
+
+
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # Plans are data from artifacts: typed strictly, finite and bounded numbers, no coercion of "5" to 5.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True,
+                              allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                _check_bounded(value, str(key))
+        return data
 
 
 class DeploymentPlan(_Frozen):
@@ -27,11 +64,11 @@ class DeploymentPlan(_Frozen):
 
     cloud: Cloud
     """Cloud provider."""
-    region: str
+    region: RegionId
     """Region id (`us-east-1`, `cn-hangzhou`)."""
-    instance_type: str
+    instance_type: InstanceType
     """Instance type id (`g6e.xlarge`, `ecs.gn7i-c8g1.2xlarge`)."""
-    gpu: str | None
+    gpu: CatalogId | None
     """Accelerator id from the catalog (`l40s-48gb`), None for CPU nodes."""
     gpus_per_node: int = Field(ge=0)
     """Accelerators on one node."""
@@ -51,7 +88,7 @@ class DeploymentPlan(_Frozen):
     """Pipeline-parallel degree (= nodes_per_replica for multi-node replicas)."""
     engine: Engine
     """Serving engine."""
-    precision: str
+    precision: Precision
     """Weight format (`bf16`, `int4-awq`, `q4_k_m`...)."""
     kv_cache_dtype: KvCacheDtype
     """KV-cache element type."""
@@ -64,17 +101,17 @@ class DeploymentPlan(_Frozen):
 class ModelPlan(_Frozen):
     """What is served and where its files come from."""
 
-    id: str
+    id: ModelId
     """Registry id (or `custom`)."""
-    display_name: str
+    display_name: Text
     """Name for humans."""
-    served_model_name: str
+    served_model_name: ModelId
     """Name clients put in the OpenAI `model` field."""
     weights_source: Literal["huggingface", "s3", "oss"]
     """Where the node downloads the checkpoint from."""
-    weights_uri: str
+    weights_uri: WeightsUri
     """HF repo id (`org/name`), or `s3://bucket/prefix`, or `oss://bucket/prefix`."""
-    weights_file: str | None = None
+    weights_file: FileName | None = None
     """Single file inside the repo/prefix to fetch (GGUF), None = the whole repo."""
     weights_gib: float = Field(gt=0)
     """Size of the weight files to download and load, GiB."""
@@ -89,13 +126,13 @@ class EnginePlan(_Frozen):
 
     name: Engine
     """Engine."""
-    version: str
+    version: EngineVersion
     """Pinned engine version (vLLM PyPI version, llama.cpp release tag `b1234`)."""
-    argv: list[str]
+    argv: list[ArgvWord] = Field(min_length=1, max_length=MAX_PLAN_LIST)
     """The exact command one engine instance runs (`vllm serve ...`, `llama-server ...`)."""
-    port: int
+    port: int = Field(ge=1024, le=65535)
     """Port of the first engine instance; packed replicas use port, port+1, ..."""
-    host: str = "0.0.0.0"
+    host: Literal["0.0.0.0"] = "0.0.0.0"
     """Listen address (the security group keeps it private)."""
     max_model_len: int = Field(gt=0)
     """Longest prompt + output per request (vLLM --max-model-len, llama.cpp per-slot context)."""
@@ -107,9 +144,9 @@ class EnginePlan(_Frozen):
     """llama.cpp threads; None for vLLM."""
     visible_devices: list[list[int]] = Field(default_factory=list)
     """GPU indices per packed engine instance on one node (CUDA_VISIBLE_DEVICES), e.g. [[0],[1]]."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=64)
     """Environment for the engine process (NCCL/EFA settings...); never secrets."""
-    health_path: str = "/health"
+    health_path: UrlPath = "/health"
     """Liveness path the load balancer checks."""
     distributed_executor_backend: Literal["mp", "ray"] | None = None
     """vLLM executor: `ray` for multi-node replicas, None for llama.cpp."""
@@ -152,7 +189,7 @@ class StoragePlan(_Frozen):
 
     kind: Literal["instance-store", "volume"]
     """Local NVMe instance store (RAID 0 at boot) or an attached cloud volume."""
-    mount_path: str = "/opt/models"
+    mount_path: NodePath = "/opt/models"
     """Mount point of the model store."""
     required_gib: int
     """Space the model files plus cache need."""
@@ -162,7 +199,7 @@ class StoragePlan(_Frozen):
     """Their total size, GiB."""
     volume_gib: int = 0
     """Data volume size (kind volume), GiB."""
-    volume_type: str | None = None
+    volume_type: CatalogId | None = None
     """gp3 / io2 (AWS) or cloud_essd (Alibaba); None for instance store."""
     volume_iops: int | None = None
     """Provisioned IOPS for the data volume."""
@@ -212,7 +249,7 @@ class EstimatePlan(_Frozen):
     """Peak load divided by total capacity."""
     relative_uncertainty: float
     """Relative error band of these figures (from calibration residuals)."""
-    queueing_method: str
+    queueing_method: Text
     """How replicas were sized for the load (method and utilisation cap)."""
 
 
@@ -229,22 +266,22 @@ class CostPlan(_Frozen):
     """Same deployment on demand (None when the catalog has no on-demand price)."""
     spot_usd_per_month: float | None
     """Same deployment on spot (None when the catalog has no spot price)."""
-    price_source: str
+    price_source: Text
     """Where the price came from, with its date."""
 
 
 class Alternative(_Frozen):
     """A candidate that lost, and why."""
 
-    cloud: str
+    cloud: Cloud
     """Cloud."""
-    region: str
+    region: RegionId
     """Region."""
-    instance_type: str
+    instance_type: InstanceType
     """Instance type."""
-    engine: str
+    engine: Engine
     """Engine."""
-    precision: str
+    precision: Precision
     """Weight format."""
     tp: int
     """Tensor-parallel degree."""
@@ -258,16 +295,16 @@ class Alternative(_Frozen):
     """Its expected TTFT at peak, when it fits."""
     tpot_ms: float | None = None
     """Its expected TPOT at peak, when it fits."""
-    rejected_because: str
+    rejected_because: Text
     """Why it lost (memory, SLO, price, budget, or 'costs more than the chosen plan')."""
 
 
 class SecretsPlan(_Frozen):
     """Names (never values) of the secrets the nodes read at boot."""
 
-    hf_token_name: str
+    hf_token_name: SecretName
     """Secret holding the Hugging Face token."""
-    api_key_name: str
+    api_key_name: SecretName
     """Secret holding the API key clients must send."""
 
 
@@ -276,9 +313,9 @@ class Plan(_Frozen):
 
     schema_version: Literal[1] = PLAN_SCHEMA_VERSION
     """Version of the plan format."""
-    infragen_version: str
+    infragen_version: Version
     """infragen version that produced it."""
-    workload: str
+    workload: WorkloadName
     """Workload name (resource and secret names derive from it)."""
     deployment: DeploymentPlan
     """Where and on what."""
@@ -300,11 +337,11 @@ class Plan(_Frozen):
     """Cost."""
     secrets: SecretsPlan
     """Secret names."""
-    explanation: list[str] = Field(default_factory=list)
+    explanation: list[Text] = Field(default_factory=list, max_length=MAX_PLAN_LIST)
     """Why this deployment: one sentence a line."""
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[Text] = Field(default_factory=list, max_length=MAX_PLAN_LIST)
     """Deliberate fallbacks and things a reviewer should know."""
-    alternatives: list[Alternative] = Field(default_factory=list)
+    alternatives: list[Alternative] = Field(default_factory=list, max_length=MAX_PLAN_LIST)
     """Top candidates that lost, cheapest first."""
 
     @model_validator(mode="before")
@@ -342,9 +379,26 @@ def _digest_of(data: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()[:16]
 
 
+def _check_bounded(value: Any, where: str) -> None:
+    """Refuse numbers beyond MAX_PLAN_NUMBER (and non-finite floats) before any field sees them."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int | float) and not -MAX_PLAN_NUMBER <= value <= MAX_PLAN_NUMBER:
+        raise ValueError(f"{where}: {shown(value)} is out of range (at most {MAX_PLAN_NUMBER:.0e} in a plan)")
+
+
 def load_plan(path: Path | str) -> Plan:
-    """Read a plan JSON file (as written by `infragen plan --out`)."""
+    """Read a plan JSON file (as written by `infragen plan --out`), as strictly as a workload is read.
+
+    The digest is required: it catches accidental edits and truncation. It is not a signature (anyone who edits
+    the plan can recompute it); the character sets and ranges above are what keep an edited plan harmless.
+    """
     from infragen.validation import load_yaml_file, validate_file_data
 
     path = Path(path)
-    return validate_file_data(path, load_yaml_file(path), Plan, what="plan")
+    data = load_yaml_file(path, what="plan file")  # JSON is YAML: same budgets, and line numbers in errors
+    if isinstance(data, dict) and "digest" not in data:
+        raise InputError(f"{path}: digest: required field missing (a plan written by `infragen plan --out` "
+                         "carries one; without it an edited plan cannot be told from the reviewed one)",
+                         fix="re-run `infragen plan WORKLOAD --out PLAN.json` and review the new plan")
+    return validate_file_data(path, data, Plan, what="plan")

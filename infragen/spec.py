@@ -14,8 +14,18 @@ from pydantic_core import PydanticCustomError
 
 from infragen.architecture import ModelArchitecture
 from infragen.errors import InputError
+from infragen.identifiers import (
+    HF_REPO_RE,
+    WEIGHTS_RE,
+    WORKLOAD_NAME_PATTERN,
+    InstanceType,
+    RegionId,
+    WorkloadName,
+    shown,
+)
 
 SPEC_SCHEMA_VERSION = 1
+_NAME_RE = re.compile(WORKLOAD_NAME_PATTERN)
 
 Precision = Literal[
     "bf16", "fp16", "fp8", "int8", "int4-awq", "int4-gptq", "q4_k_m", "q5_k_m", "q8_0", "q4_0",
@@ -29,7 +39,6 @@ VLLM_PRECISIONS: frozenset[str] = frozenset({"bf16", "fp16", "fp8", "int8", "int
 ALL_PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
 #: Formats that need a pre-quantized checkpoint in `weights` (vLLM quantizes only fp8 online).
 PREQUANTIZED_PRECISIONS: frozenset[str] = GGUF_PRECISIONS | {"int8", "int4-awq", "int4-gptq"}
-_WEIGHTS_RE = re.compile(r"^(?:(?:s3|oss)://[^/\s]+/\S+|[\w.-]+/[\w.-]+(?:/[^\s]+\.gguf)?)$")
 
 KvCacheDtype = Literal["auto", "fp8"]
 Engine = Literal["vllm", "llama.cpp"]
@@ -37,6 +46,18 @@ EngineChoice = Literal["auto", "vllm", "llama.cpp"]
 Cloud = Literal["aws", "alicloud"]
 CloudChoice = Literal["any", "aws", "alicloud"]
 Pricing = Literal["on-demand", "spot"]
+
+
+# Physical bounds on every figure a workload gives (finite, and far beyond any real deployment), so no
+# arithmetic downstream can overflow: the largest clusters serve ~1e6 requests/s and models hold ~1e7 tokens.
+MAX_REQUESTS_PER_S = 1e7
+MAX_CONCURRENT_USERS = 10**8
+MAX_TOKENS = 10**8
+MAX_LATENCY_MS = 1e9
+MAX_REPLICAS = 10**5
+MAX_USD_PER_MONTH = 1e12
+#: Longest list a workload field takes (precisions, regions, families).
+MAX_LIST = 200
 
 
 class _Strict(BaseModel):
@@ -59,15 +80,15 @@ def _as_list(value: Any) -> Any:
 class TrafficSpec(_Strict):
     """Peak load and request shape."""
 
-    peak_requests_per_s: PositiveFloat | None = None
+    peak_requests_per_s: Annotated[PositiveFloat, Field(le=MAX_REQUESTS_PER_S)] | None = None
     """Peak arrival rate of requests (open loop). Give this or `concurrent_users`."""
-    concurrent_users: PositiveInt | None = None
+    concurrent_users: Annotated[PositiveInt, Field(le=MAX_CONCURRENT_USERS)] | None = None
     """Peak number of requests in flight at once (closed loop: each user waits for its answer)."""
-    prompt_tokens: PositiveInt = 512
+    prompt_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] = 512
     """Average prompt length in tokens (system prompt and history included)."""
-    output_tokens: PositiveInt = 256
+    output_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] = 256
     """Average generated tokens per request."""
-    max_context_tokens: PositiveInt | None = None
+    max_context_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] | None = None
     """Longest prompt + output a single request may use (vLLM max_model_len); None = 4 x (prompt + output),
     capped by the model's trained context."""
 
@@ -96,20 +117,20 @@ class TrafficSpec(_Strict):
 class SloSpec(_Strict):
     """Latency objectives; any subset. Unset objectives are not checked."""
 
-    ttft_p99_ms: PositiveFloat | None = None
+    ttft_p99_ms: Annotated[PositiveFloat, Field(le=MAX_LATENCY_MS)] | None = None
     """99th-percentile time to first token at peak load, in milliseconds (queueing included)."""
-    tpot_ms: PositiveFloat | None = None
+    tpot_ms: Annotated[PositiveFloat, Field(le=MAX_LATENCY_MS)] | None = None
     """Time per output token after the first (inter-token latency) at peak load, in milliseconds."""
-    e2e_p99_ms: PositiveFloat | None = None
+    e2e_p99_ms: Annotated[PositiveFloat, Field(le=MAX_LATENCY_MS)] | None = None
     """99th-percentile end-to-end latency of an average request at peak load, in milliseconds."""
 
 
 class FamilyFilter(_Strict):
     """Instance families to consider (`g6e`, `p5`, `ecs.gn7i`...)."""
 
-    allow: list[str] = Field(default_factory=list)
+    allow: list[InstanceType] = Field(default_factory=list, max_length=MAX_LIST)
     """Only these families (empty = every family in the catalog)."""
-    deny: list[str] = Field(default_factory=list)
+    deny: list[InstanceType] = Field(default_factory=list, max_length=MAX_LIST)
     """Never these families."""
 
     @field_validator("allow", "deny", mode="before")
@@ -123,7 +144,7 @@ class WorkloadSpec(_Strict):
 
     schema_version: Literal[1] = 1
     """Version of this file's format."""
-    name: str | None = None
+    name: WorkloadName | None = None
     """Short name used in resource names and secret names; None = the file's stem."""
     model: Annotated[str, Field(min_length=1)] | ModelArchitecture
     """A registry name (`llama-3.1-8b`), a path to a Hugging Face `config.json` (relative to this file),
@@ -132,7 +153,7 @@ class WorkloadSpec(_Strict):
     """Where the checkpoint is downloaded from: a Hugging Face repo id (`org/name`, for GGUF
     `org/name/file.gguf`), or an `s3://` / `oss://` URI. None = the registry's reference repo, which
     only works for bf16/fp16 (and fp8, quantized online by vLLM)."""
-    precision: list[Precision] = Field(default_factory=lambda: ["bf16"])
+    precision: list[Precision] = Field(default_factory=lambda: ["bf16"], max_length=MAX_LIST)
     """Weight formats allowed (one value or a list; the planner picks the cheapest that meets the SLOs)."""
     kv_cache_dtype: KvCacheDtype = "auto"
     """KV-cache element type: `auto` (the model dtype) or `fp8` (half the memory, on GPUs with FP8)."""
@@ -144,13 +165,13 @@ class WorkloadSpec(_Strict):
     """Serving engine: vLLM (GPUs), llama.cpp (CPUs, GGUF), or auto (both considered)."""
     cloud: CloudChoice = "any"
     """Cloud to deploy on."""
-    regions: list[str] = Field(default_factory=list)
+    regions: list[RegionId] = Field(default_factory=list, max_length=MAX_LIST)
     """Regions allowed (empty = every region with prices in the catalog)."""
     pricing: Pricing = "on-demand"
     """Capacity type the cost is optimised for. Spot needs a spot price in the catalog."""
-    min_replicas: PositiveInt = 1
+    min_replicas: Annotated[PositiveInt, Field(le=MAX_REPLICAS)] = 1
     """Fewest replicas to run regardless of load (2+ for high availability)."""
-    budget_usd_per_month: PositiveFloat | None = None
+    budget_usd_per_month: Annotated[PositiveFloat, Field(le=MAX_USD_PER_MONTH)] | None = None
     """Monthly cap (730 h) on the whole deployment; dearer candidates are rejected."""
     instance_families: FamilyFilter = Field(default_factory=FamilyFilter)
     """Instance families to allow or deny."""
@@ -171,7 +192,7 @@ class WorkloadSpec(_Strict):
             "model_kind",
             "expected a registry name (`llama-3.1-8b`, see `infragen models`), a path to a Hugging Face "
             "config.json, or an architecture mapping; found {kind} {value}",
-            {"kind": type(value).__name__, "value": repr(value)[:40]},
+            {"kind": type(value).__name__, "value": shown(value)},
         )
 
     @field_validator("precision", mode="before")
@@ -197,12 +218,13 @@ class WorkloadSpec(_Strict):
     @field_validator("weights")
     @classmethod
     def _weights_form(cls, value: str | None) -> str | None:
-        if value is not None and not _WEIGHTS_RE.match(value):
+        if value is not None and not WEIGHTS_RE.fullmatch(value):
             raise PydanticCustomError(
                 "weights_form",
                 "{value} is not a Hugging Face repo id (`org/name`, or `org/name/file.gguf` for GGUF) "
-                "nor an s3:// or oss:// URI",
-                {"value": repr(value)[:60]},
+                "nor an s3:// or oss:// URI with a concrete bucket and prefix (letters, digits, '.', '_', '-'; "
+                "no wildcards, no '..', no leading '-')",
+                {"value": shown(value)},
             )
         return value
 
@@ -266,6 +288,11 @@ class WorkloadSpec(_Strict):
                 f"{path}: traffic.max_context_tokens: {ctx} exceeds {name}'s context of {limit} tokens; "
                 f"lower it to at most {limit} or pick a model with a longer context"
             )
+        if self.weights is None and not (model.hf_repo and HF_REPO_RE.fullmatch(model.hf_repo)):
+            raise InputError(
+                f"{path}: weights: {name} names no Hugging Face repo to download (no registry entry, or no "
+                "`_name_or_path: org/name` in its config.json); set `weights:` to org/name or an s3:// / oss:// URI"
+            )
         need = self.traffic.prompt_tokens + self.traffic.output_tokens
         if ctx is None and need > limit:
             raise InputError(
@@ -289,7 +316,11 @@ class WorkloadSpec(_Strict):
         """Name for resources: the `name` field, else the workload file's stem."""
         if self.name:
             return self.name
-        return path.stem if path is not None else "workload"
+        stem = path.stem if path is not None else "workload"
+        if not _NAME_RE.fullmatch(stem):
+            raise InputError(f"{path}: name: the file name {shown(stem)} is not a valid workload name (letters, "
+                             "digits, '.', '_' and '-', starting with a letter or digit, at most 63); set `name:`")
+        return stem
 
 
 def load_spec(path: Path | str) -> WorkloadSpec:
@@ -297,7 +328,7 @@ def load_spec(path: Path | str) -> WorkloadSpec:
     from infragen.validation import load_yaml_file, validate_file_data
 
     path = Path(path)
-    data = load_yaml_file(path)
+    data = load_yaml_file(path, what="workload file")
     return validate_file_data(path, data, WorkloadSpec, what="workload")
 
 

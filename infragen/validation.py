@@ -9,68 +9,23 @@ import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from infragen import safe_load
 from infragen.errors import InputError
+from infragen.identifiers import shown
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys (PyYAML would silently keep the last one)."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-    seen: dict[Any, yaml.Node] = {}
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue  # `<<: *anchor` then an explicit key is an override, not a duplicate
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-        try:
-            duplicate = key in seen
-        except TypeError:
-            raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark, "found an unhashable key", key_node.start_mark
-            ) from None
-        if duplicate:
-            first = seen[key].start_mark
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first given on line {first.line + 1})", key_node.start_mark
-            )
-        seen[key] = key_node
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+def load_yaml_file(path: Path, *, what: str = "YAML file") -> Any:
+    """Read and parse a YAML (or JSON) file within infragen.safe_load's budgets (size, values, aliases, depth)."""
+    return safe_load.load_yaml_file(path, what=what)
 
 
 def parse_yaml_text(text: str, path: Path | str) -> Any:
-    """Parse YAML (or JSON) text; failures are InputErrors with file, line and column."""
-    try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: plain data only
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise InputError(f"{path}: malformed YAML at {where}: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: malformed YAML: {exc}") from None
-    except RecursionError:
-        raise InputError(f"{path}: malformed YAML: nested too deeply") from None
-
-
-def load_yaml_file(path: Path) -> Any:
-    """Read and parse a YAML (or JSON) file with file, line and column in the error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a YAML file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
-    return parse_yaml_text(text, path)
+    """Parse YAML (or JSON) text within the budgets; failures are InputErrors with file, line and column."""
+    return safe_load.parse_yaml_text(text, path)
 
 
 def _loc(loc: tuple[Any, ...]) -> str:
@@ -117,11 +72,10 @@ _TYPE_ERRORS = {
 
 
 def _given(value: Any) -> str:
-    text = repr(value)
-    kind = type(value).__name__
+    # `shown` never builds the repr of the whole value (an alias-expanded structure can be huge).
     if isinstance(value, dict | list):
-        return f"a {kind} {text[:40]}{'...' if len(text) > 40 else ''}"
-    return f"{kind} {text[:40]}{'...' if len(text) > 40 else ''}"
+        return shown(value)
+    return f"{type(value).__name__} {shown(value)}"
 
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
@@ -135,7 +89,7 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, .
     if kind == "conflict" and ctx.get("field"):
         loc = (*loc, ctx["field"])
     if kind == "extra_forbidden":
-        name = str(loc[-1]) if loc else "?"
+        name = str(loc[-1])[:100] if loc else "?"
         allowed = _fields_at(model, loc)
         close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -146,13 +100,14 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, .
         given = err.get("input")
         expected = ctx.get("expected", "")
         options = [o.strip().strip("'") for o in str(expected).replace(" or ", ",").split(",") if o.strip()]
-        close = difflib.get_close_matches(str(given).lower(), options, n=1, cutoff=0.5)
+        text = given.lower()[:100] if isinstance(given, str) else ""
+        close = difflib.get_close_matches(text, options, n=1, cutoff=0.5) if text else []
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        return loc, f"{_loc(loc)}: {given!r} is not allowed{hint} (allowed: {expected})"
+        return loc, f"{_loc(loc)}: {shown(given)} is not allowed{hint} (allowed: {expected})"
     if kind in {"model_type", "model_attributes_type", "dict_type"}:
         return loc, f"{_loc(loc)}: expected a mapping of fields (`key: value` lines), found {_given(err.get('input'))}"
     if kind == "invalid_key":
-        return loc, f"{err['loc'][-1]!r}: field names must be strings"
+        return loc, f"{shown(err['loc'][-1])}: field names must be strings"
     if kind == "missing":
         return loc, f"{_loc(loc)}: required field missing"
     if msg.startswith("Value error, "):
@@ -160,31 +115,39 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, .
     if kind in _TYPE_ERRORS or kind.endswith(("_type", "_parsing")):
         msg = f"{msg}, found {_given(err.get('input'))}"
     elif kind in {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"}:
-        msg = f"{msg}, found {err.get('input')!r}"
+        msg = f"{msg}, found {shown(err.get('input'))}"
     return loc, f"{_loc(loc)}: {msg}"
 
 
+#: Problems shown in one message; the rest are counted ("and 12 more").
+MAX_SHOWN_PROBLEMS = 5
+#: Pydantic errors examined at all: the message stays linear in this, however many the input produced.
+_MAX_EXAMINED = 200
+
+
 def validation_message(path: Path | str, exc: ValidationError, model: type[BaseModel]) -> str:
-    """One paragraph: `file: field: problem; field: problem`."""
-    described = [_describe(err, model) for err in exc.errors(include_url=False)]
+    """One paragraph: `file: field: problem; field: problem`, at most MAX_SHOWN_PROBLEMS of them."""
+    errors = exc.errors(include_url=False, include_input=True, include_context=True)
+    total = len(errors)
+    described = [_describe(err, model) for err in errors[:_MAX_EXAMINED]]
     # A misspelt field also shows up as the real one missing; the "did you mean" line covers both.
     suggested = {
         (*loc[:-1], line.split("did you mean '")[1].split("'")[0])
         for loc, line in described
         if "unknown field; did you mean '" in line
     }
-    seen: list[str] = []
+    unique: dict[str, None] = {}  # insertion-ordered set: linear de-duplication
     for loc, line in described:
         if line.endswith("required field missing") and loc in suggested:
             continue
-        if line not in seen:
-            seen.append(line)
+        unique.setdefault(line, None)
+    seen = list(unique)
     # A str|Model union reports the same mistake twice (once per member); keep the more useful one.
     if len(seen) > 1 and any("Input should be a valid string" in s for s in seen):
         seen = [s for s in seen if "Input should be a valid string" not in s] or seen
-    shown = seen[:5]
-    more = f" (and {len(seen) - 5} more)" if len(seen) > 5 else ""
-    return f"{path}: " + "; ".join(shown) + more
+    more = len(seen) - MAX_SHOWN_PROBLEMS + max(0, total - _MAX_EXAMINED)
+    tail = f" (and {more} more)" if more > 0 else ""
+    return f"{path}: " + "; ".join(seen[:MAX_SHOWN_PROBLEMS]) + tail
 
 
 def validate_file_data(path: Path | str, data: Any, model: type[M], *, what: str) -> M:

@@ -5,7 +5,7 @@ a missing key or an unsupported layout is an InputError naming the file and the 
 
 from __future__ import annotations
 
-import json
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -13,8 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from infragen.architecture import ModelArchitecture
+from infragen.architecture import MAX_FIGURE, ModelArchitecture
 from infragen.errors import InputError
+from infragen.identifiers import HF_REPO_RE, shown
+from infragen.safe_load import load_json_file
 
 __all__ = ["SUPPORTED_MODEL_TYPES", "architecture_from_hf_config", "load_hf_config"]
 
@@ -195,12 +197,16 @@ def _context_with_rope_scaling(c: _Config, context: int) -> int:
         return context
     factor, native = scaling.get("factor"), scaling.get("original_max_position_embeddings")
     if isinstance(factor, int | float) and not isinstance(factor, bool) and factor > 1 and isinstance(native, int):
-        return max(context, int(native * factor))
+        extended = float(native) * float(factor)
+        if not math.isfinite(extended) or extended > MAX_FIGURE:
+            raise c.fail("rope_scaling", f"factor {shown(factor)} x original_max_position_embeddings "
+                         f"{shown(native)} is out of range (a context of at most {MAX_FIGURE:.0e} tokens)")
+        return max(context, int(extended))
     return context
 
 
 def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-") or "custom"
+    return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip(".-")[:96].strip(".-") or "custom"
 
 
 def architecture_from_hf_config(data: Any, *, path: Path | str = "config.json") -> ModelArchitecture:
@@ -230,7 +236,7 @@ def architecture_from_hf_config(data: Any, *, path: Path | str = "config.json") 
             id=_slug(display),
             display_name=display,
             family=model_type,
-            hf_repo=name_or_path if name_or_path.count("/") == 1 and not name_or_path.startswith((".", "/")) else None,
+            hf_repo=name_or_path if HF_REPO_RE.fullmatch(name_or_path) else None,
             source=f"imported from {path}",
             **fields,
         )
@@ -244,14 +250,6 @@ def architecture_from_hf_config(data: Any, *, path: Path | str = "config.json") 
 def load_hf_config(path: Path | str) -> ModelArchitecture:
     """Read a local config.json and import it."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    # Bounded: size, nesting, integer length, finite numbers, unique keys (infragen.safe_load).
+    data = load_json_file(path, what="Hugging Face config.json")
     return architecture_from_hf_config(data, path=path)

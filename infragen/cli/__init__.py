@@ -58,17 +58,29 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+#: Exit status of a bug in infragen (BSD sysexits EX_SOFTWARE), distinct from 2 (input) and 3 (infeasible).
+EXIT_INTERNAL = 70
+#: Longest exception text an internal-error line repeats (the rest is behind --debug).
+_INTERNAL_TEXT_CHARS = 300
+
+
 def main(argv: list[str] | None = None) -> Any:
-    """Entry point: expected failures become one `Error:` paragraph and an exit status (2 input, 3 infeasible)."""
+    """Entry point and the one error boundary of every command.
+
+    Expected failures become one `Error:` paragraph and exit 2 (input) or 3 (infeasible); anything else is a bug,
+    reported as one "internal error" line with exit 70 and no traceback unless `--debug` is given.
+    """
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         return cli.main(args=argv, prog_name="infragen", standalone_mode=False)
     except InfragenError as exc:
         if debug:
             raise
+        if exc.exit_code not in (2, 3):  # a bare InfragenError marks a broken invariant: a bug, not bad input
+            _internal(exc)
         click.echo(exc.render(), err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.ClickException as exc:
@@ -77,3 +89,17 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Exception as exc:  # the boundary: a bug must not print a traceback at a user (--debug shows it)
+        if debug:
+            raise
+        _internal(exc)
+
+
+def _internal(exc: BaseException) -> None:
+    text = str(exc)
+    if len(text) > _INTERNAL_TEXT_CHARS:
+        text = text[:_INTERNAL_TEXT_CHARS] + "..."
+    text = " ".join(text.split())  # one line, whatever the exception carried
+    click.echo(f"Error: internal error ({type(exc).__name__}: {text})\n"
+               "  Hint: this is a bug in infragen; rerun with --debug for the traceback and report it.", err=True)
+    sys.exit(EXIT_INTERNAL)

@@ -19,13 +19,13 @@ def plan(workload: Path, fmt: str, out: Path | None) -> None:
 
     Exit status: 0 planned, 2 invalid input, 3 infeasible (with what would make it possible).
     """
+    from infragen.cli.output import write_text_file
     from infragen.report import render_markdown, render_text
     from infragen.sizing import plan_file
 
     result = plan_file(workload)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(result.to_json(), encoding="utf-8")
+        write_text_file(out, result.to_json())
     if fmt == "json":
         click.echo(result.to_json(), nl=False)
     elif fmt == "yaml":

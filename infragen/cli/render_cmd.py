@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from infragen.cli.output import prepare_dir, write_into
 from infragen.errors import InputError
 from infragen.plan import Plan, load_plan
 
@@ -31,10 +32,9 @@ def render(source: Path, out_dir: Path, head_address: str | None) -> None:
             raise InputError(f"--head-address: {head_address!r} is not an IPv4 address") from None
     plan = _load(source)
     files = render_all(plan, head_address=head_address or DEFAULT_HEAD_ADDRESS)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    prepare_dir(out_dir)
     for name, text in files.items():
-        path = out_dir / name
-        path.write_text(text, encoding="utf-8")
+        path = write_into(out_dir, name, text)
         click.echo(f"{path}  {len(text.encode())} bytes")
     click.echo(f"plan {plan.digest}: {plan.workload}, {plan.deployment.nodes} x {plan.deployment.instance_type}")
 

@@ -7,6 +7,7 @@ them out as files, systemd units and shell. It never sees a secret value (secret
 from __future__ import annotations
 
 import ipaddress
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass
@@ -141,7 +142,10 @@ def _context(plan: Plan, role: str, head_address: str | None) -> dict[str, Any]:
 
 
 def _model_location(plan: Plan) -> tuple[str, str]:
-    """(local directory the weights land in, HF cache dir or '') as the plan's argv expects them."""
+    """(local directory the weights land in, HF cache dir or '') as the plan's argv expects them.
+
+    Every path is confined to the model store (storage.mount_path): an edited plan cannot make the fetch script
+    write anywhere else (`/etc/cron.d`, `..`)."""
     argv, m, mount = plan.engine.argv, plan.model, plan.storage.mount_path
     if plan.engine.name == "llama.cpp":
         path = _flag_value(argv, "--model") or _flag_value(argv, "-m")
@@ -149,17 +153,29 @@ def _model_location(plan: Plan) -> tuple[str, str]:
             raise InputError("llama.cpp argv must pass --model with an absolute path to the GGUF file")
         if not m.weights_file or Path(path).name != Path(m.weights_file).name:
             raise InputError(f"llama.cpp --model {path} does not name the plan's weights_file {m.weights_file!r}")
-        return str(Path(path).parent), ""
+        return _confined(str(Path(path).parent), mount, "llama.cpp --model"), ""
     if len(argv) < 3 or argv[:2] != ["vllm", "serve"]:
         raise InputError(f"vLLM argv must start with `vllm serve <model>`, got {shlex.join(argv[:3])!r}")
     model = argv[2]
     if model.startswith("/"):
-        return model, ""  # weights downloaded into exactly this directory
+        return _confined(model, mount, "the vLLM model directory", strict=True), ""
     if m.weights_source != "huggingface":
         raise InputError(f"weights come from {m.weights_uri}, but `vllm serve {model}` names no local directory",
                          fix="the planner must pass an absolute path under storage.mount_path as the model")
+    if model != m.weights_uri:
+        raise InputError(f"`vllm serve {model}` does not serve the plan's weights_uri {m.weights_uri!r}")
     # A HF repo id: vLLM resolves it in the HF cache (its --download-dir, else HF_HUB_CACHE).
-    return "", _flag_value(argv, "--download-dir") or f"{mount}/hub"
+    return "", _confined(_flag_value(argv, "--download-dir") or f"{mount}/hub", mount, "--download-dir")
+
+
+def _confined(path: str, mount: str, what: str, *, strict: bool = False) -> str:
+    """`path`, normalised, if it is the model store or inside it (`strict`: inside only); else an InputError."""
+    norm = posixpath.normpath(path)
+    inside = norm.startswith(mount.rstrip("/") + "/")
+    if norm != path or not (inside or (norm == mount and not strict)):
+        raise InputError(f"{what} {path!r} is outside the model store {mount} (storage.mount_path); "
+                         "refusing to write weights there")
+    return norm
 
 
 def _exec_start(plan: Plan) -> str:
@@ -259,8 +275,11 @@ def _environment() -> jinja2.Environment:
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, autoescape=False,
                              # Shell's `${#array[@]}` would open a jinja comment; comments are spelled {%# ... #%}.
                              comment_start_string="{%#", comment_end_string="#%}")
+    # The one quoting filter per target language; tests/render/test_template_quoting.py checks every `{{ }}`.
     env.filters["sh"] = shell_quote
+    env.filters["py"] = python_literal
     env.filters["systemd"] = systemd_quote
+    env.filters["systemd_env"] = systemd_env_quote
     env.filters["env_value"] = env_file_quote
     env.filters["yaml_str"] = lambda v: yaml.safe_dump(str(v), default_style="'").strip().removesuffix("\n...")
     return env
@@ -271,9 +290,23 @@ def shell_quote(value: object) -> str:
     return shlex.quote(str(value))
 
 
+def python_literal(value: object) -> str:
+    """A Python string literal (repr of a str is always one; no input can end it early)."""
+    return repr(str(value))
+
+
 def systemd_quote(value: object) -> str:
     """One word of a systemd command line or Environment= assignment (`%` and `$` escaped, quoted if needed)."""
     text = str(value).replace("%", "%%").replace("$", "$$")
+    if text and _SYSTEMD_SAFE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def systemd_env_quote(assignment: object) -> str:
+    """One `NAME=value` word of an `Environment=` line: systemd expands `%` specifiers there but not `$`
+    (systemd.exec(5)), and a quoted word takes C-style backslash escapes (systemd.syntax(7))."""
+    text = str(assignment).replace("%", "%%")
     if text and _SYSTEMD_SAFE.match(text):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

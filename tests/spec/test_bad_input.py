@@ -172,15 +172,25 @@ def test_config_json_model_resolves(tmp_path: Path) -> None:
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs" / "qwen3-8b.json"
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text(fixture.read_text())
-    path = _write(tmp_path, "model: m/config.json\ntraffic:\n  concurrent_users: 3\n")
+    # The fixture has no `_name_or_path: org/name`, so the repo to download from is given as `weights`.
+    path = _write(tmp_path, "model: m/config.json\nweights: Qwen/Qwen3-8B\ntraffic:\n  concurrent_users: 3\n")
     r = run_cli("validate", str(path))
     assert r.code == 0, r.err
+
+
+def test_model_without_a_repo_needs_weights(tmp_path: Path) -> None:
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs" / "qwen3-8b.json"
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(fixture.read_text())
+    # It used to plan `vllm serve m` from a repo named after the folder, which no node can download.
+    line = _fails(tmp_path, "model: m/config.json\ntraffic:\n  concurrent_users: 3\n")
+    assert "weights: m names no Hugging Face repo to download" in line
 
 
 def test_explicit_architecture_accepted(tmp_path: Path) -> None:
     text = (
         "model:\n  hidden_size: 2048\n  num_layers: 16\n  num_attention_heads: 16\n  intermediate_size: 8192\n"
-        "  vocab_size: 32000\ntraffic:\n  concurrent_users: 3\n"
+        "  vocab_size: 32000\nweights: org/custom-model\ntraffic:\n  concurrent_users: 3\n"
     )
     r = run_cli("validate", str(_write(tmp_path, text)))
     assert r.code == 0, r.err
@@ -205,7 +215,7 @@ def test_click_runner_usage_error_exit_2() -> None:
 
 
 def test_non_string_key_and_folder_without_config(tmp_path: Path) -> None:
-    assert "1: field names must be strings" in _fails(tmp_path, GOOD + "1: 2\n")
+    assert "line 4, column 1: field names must be text, found int 1" in _fails(tmp_path, GOOD + "1: 2\n")
     (tmp_path / "empty").mkdir()
     assert "is a folder without a config.json" in _fails(tmp_path, "model: ./empty\ntraffic:\n  concurrent_users: 1\n")
 
