@@ -18,6 +18,9 @@ PKG = Path(__file__).resolve().parents[1] / "infragen"
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "infragen.errors": ("infragen.", "pydantic", "yaml", "click", "jinja2", "pulumi"),
     "infragen.units": ("infragen.", "pydantic", "yaml", "click", "jinja2", "pulumi"),
+    "infragen.identifiers": ("infragen.", "yaml", "click", "jinja2", "pulumi"),
+    "infragen.safe_load": ("infragen.catalog", "infragen.sizing", "infragen.render", "infragen.provision",
+                           "infragen.cli", "infragen.spec", "infragen.plan", "pydantic", "click", "jinja2", "pulumi"),
     "infragen.spec": ("infragen.catalog", "infragen.sizing", "infragen.render", "infragen.provision",
                       "infragen.cli", "click", "jinja2", "pulumi"),
     "infragen.plan": ("infragen.catalog", "infragen.sizing", "infragen.render", "infragen.provision",
