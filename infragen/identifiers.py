@@ -94,8 +94,8 @@ ArgvWord = Annotated[str, _gate("engine argument", r'[A-Za-z0-9@+=:,./_{}"\[\]-]
 #: Environment variable name and value for the engine (NCCL/EFA settings).
 EnvName = Annotated[str, _gate("environment variable name", r"[A-Z_][A-Z0-9_]{0,63}", "upper-case letters, "
                                "digits and '_'")]
-EnvValue = Annotated[str, _gate("environment value", r"[A-Za-z0-9._,:/=+-]{0,256}",
-                                "letters, digits and ._,:/=+-")]
+EnvValue = Annotated[str, _gate("environment value", r"[A-Za-z0-9 ._,:/=+-]{0,256}",
+                                "letters, digits, spaces and ._,:/=+- (NCCL_NET=AWS Libfabric)")]
 #: Short free text shown to people only (display names, reasons): any printable text, bounded.
 Text = Annotated[str, _gate("text", r"[^\x00-\x1f\x7f]{0,2000}", "printable text of at most 2000 characters")]
 #: infragen's own version string.
