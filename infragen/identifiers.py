@@ -109,8 +109,9 @@ _PREFIX = r"(?:/(?!\.\.?(?:/|$))[A-Za-z0-9._-]{1,255}){1,16}/?"
 _HF_REPO = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 HF_REPO_RE = re.compile(_HF_REPO)
 OBJECT_URI_RE = re.compile(rf"(s3|oss)://({_BUCKET})({_PREFIX})")
-#: What a workload's `weights` may be: `org/name`, `org/name/file.gguf`, or `s3://` / `oss://` bucket + prefix.
-WEIGHTS_RE = re.compile(rf"{_HF_REPO}(?:/[A-Za-z0-9][A-Za-z0-9._+-]{{0,199}}\.gguf)?|(?:s3|oss)://{_BUCKET}{_PREFIX}")
+#: What a workload's `weights` may be: `org/name`, `org/name/file.gguf` (either on ModelScope with `modelscope://`
+#: first), or `s3://` / `oss://` bucket + prefix.
+WEIGHTS_RE = re.compile(rf"(?:modelscope://)?{_HF_REPO}(?:/[A-Za-z0-9][A-Za-z0-9._+-]{{0,199}}\.gguf)?|(?:s3|oss)://{_BUCKET}{_PREFIX}")
 #: A plan's weights_uri: the repo or the bucket + prefix (the GGUF file is in weights_file).
 WeightsUri = Annotated[str, _gate("weights URI", rf"{_HF_REPO}|(?:s3|oss)://{_BUCKET}{_PREFIX}",
                                   "a Hugging Face repo id org/name, or s3:// / oss:// with a concrete bucket "

@@ -11,7 +11,15 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    computed_field,
+    model_serializer,
+    model_validator,
+)
 
 from infragen.errors import InputError
 from infragen.identifiers import (
@@ -107,10 +115,10 @@ class ModelPlan(_Frozen):
     """Name for humans."""
     served_model_name: ModelId
     """Name clients put in the OpenAI `model` field."""
-    weights_source: Literal["huggingface", "s3", "oss"]
-    """Where the node downloads the checkpoint from."""
+    weights_source: Literal["huggingface", "modelscope", "s3", "oss"]
+    """Where the node downloads the checkpoint from (ModelScope: the mainland-China model hub)."""
     weights_uri: WeightsUri
-    """HF repo id (`org/name`), or `s3://bucket/prefix`, or `oss://bucket/prefix`."""
+    """HF or ModelScope repo id (`org/name`), or `s3://bucket/prefix`, or `oss://bucket/prefix`."""
     weights_file: FileName | None = None
     """Single file inside the repo/prefix to fetch (GGUF), None = the whole repo."""
     weights_gib: float = Field(gt=0)
@@ -299,6 +307,42 @@ class Alternative(_Frozen):
     """Why it lost (memory, SLO, price, budget, or 'costs more than the chosen plan')."""
 
 
+class GpuDriverPlan(_Frozen):
+    """NVIDIA driver the first boot installs with Alibaba's auto-install script (system images carry none)."""
+
+    driver_version: str
+    """NVIDIA driver version, e.g. `550.127.08` (matches the CUDA runtime of the pinned engine's wheels)."""
+    cuda_version: str
+    """CUDA toolkit the script installs with it."""
+    cudnn_version: str
+    """cuDNN the script installs with it."""
+    installer: str
+    """Script name under the region's `source-address` metadata item (`auto_install_v4.0.sh`)."""
+    installer_path: str
+    """Path of the script under that address (`/opsx/ecs/linux/binary/script/`)."""
+    erdma: bool = False
+    """Also install the eRDMA software stack (multi-node replicas over eRDMA)."""
+
+
+class BootstrapPlan(_Frozen):
+    """Node setup beyond the engine: the GPU driver and where packages and weights come from.
+
+    Absent from a plan (and its JSON) when nothing here applies, e.g. on AWS without `hf_endpoint`.
+    """
+
+    gpu_driver: GpuDriverPlan | None = None
+    """Driver to install at first boot when the image has none; None = the image must provide it."""
+    pip_index_url: str | None = None
+    """PyPI mirror every pip install on the node uses (Alibaba: the in-VPC mirror); None = PyPI."""
+    pip_trusted_host: str | None = None
+    """Host pip trusts for that mirror (plain-HTTP in-VPC mirrors); None = none."""
+    hf_endpoint: str | None = None
+    """HF_ENDPOINT for Hugging Face downloads (a mirror of the Hub); None = huggingface.co."""
+    download_mbit_s: float | None = None
+    """Bandwidth each node gets for downloading weights from the internet when it is the bottleneck (all nodes
+    share one NAT EIP on Alibaba); None = the instance's own network."""
+
+
 class SecretsPlan(_Frozen):
     """Names (never values) of the secrets the nodes read at boot."""
 
@@ -343,6 +387,16 @@ class Plan(_Frozen):
     """Deliberate fallbacks and things a reviewer should know."""
     alternatives: list[Alternative] = Field(default_factory=list, max_length=MAX_PLAN_LIST)
     """Top candidates that lost, cheapest first."""
+    bootstrap: BootstrapPlan | None = None
+    """Driver install and download mirrors; None (and absent from the JSON) when the defaults serve."""
+
+    @model_serializer(mode="wrap")
+    def _drop_absent_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # An optional part that does not apply is left out, so plans without it keep their digests.
+        data: dict[str, Any] = handler(self)
+        if data.get("bootstrap", "") is None:
+            del data["bootstrap"]
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -39,6 +39,8 @@ VLLM_PRECISIONS: frozenset[str] = frozenset({"bf16", "fp16", "fp8", "int8", "int
 ALL_PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-defined]
 #: Formats that need a pre-quantized checkpoint in `weights` (vLLM quantizes only fp8 online).
 PREQUANTIZED_PRECISIONS: frozenset[str] = GGUF_PRECISIONS | {"int8", "int4-awq", "int4-gptq"}
+#: HF_ENDPOINT: an http(s) base URL with a host and nothing a shell or unit file would interpret.
+_ENDPOINT_RE = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]{0,200})?")
 
 KvCacheDtype = Literal["auto", "fp8"]
 Engine = Literal["vllm", "llama.cpp"]
@@ -151,8 +153,12 @@ class WorkloadSpec(_Strict):
     or an explicit architecture mapping."""
     weights: str | None = None
     """Where the checkpoint is downloaded from: a Hugging Face repo id (`org/name`, for GGUF
-    `org/name/file.gguf`), or an `s3://` / `oss://` URI. None = the registry's reference repo, which
-    only works for bf16/fp16 (and fp8, quantized online by vLLM)."""
+    `org/name/file.gguf`), a ModelScope repo (`modelscope://org/name`, reachable from mainland China), or an
+    `s3://` / `oss://` URI. None = the registry's reference repo, which only works for bf16/fp16 (and fp8,
+    quantized online by vLLM)."""
+    hf_endpoint: str | None = None
+    """HF_ENDPOINT the nodes download Hugging Face repos from (a mirror of the Hub, `https://host[/path]`).
+    None = huggingface.co."""
     precision: list[Precision] = Field(default_factory=lambda: ["bf16"], max_length=MAX_LIST)
     """Weight formats allowed (one value or a list; the planner picks the cheapest that meets the SLOs)."""
     kv_cache_dtype: KvCacheDtype = "auto"
@@ -221,11 +227,20 @@ class WorkloadSpec(_Strict):
         if value is not None and not WEIGHTS_RE.fullmatch(value):
             raise PydanticCustomError(
                 "weights_form",
-                "{value} is not a Hugging Face repo id (`org/name`, or `org/name/file.gguf` for GGUF) "
-                "nor an s3:// or oss:// URI with a concrete bucket and prefix (letters, digits, '.', '_', '-'; "
-                "no wildcards, no '..', no leading '-')",
+                "{value} is not a Hugging Face repo id (`org/name`, or `org/name/file.gguf` for GGUF), "
+                "a ModelScope repo (`modelscope://org/name`[`/file.gguf`]) nor an s3:// or oss:// URI with a "
+                "concrete bucket and prefix (letters, digits, '.', '_', '-'; no wildcards, no '..', no leading '-')",
                 {"value": shown(value)},
             )
+        return value
+
+    @field_validator("hf_endpoint")
+    @classmethod
+    def _endpoint_form(cls, value: str | None) -> str | None:
+        if value is not None and not _ENDPOINT_RE.fullmatch(value):
+            raise PydanticCustomError(
+                "endpoint_form", "{value} is not an http(s) base URL such as https://hf-mirror.example/",
+                {"value": shown(value)})
         return value
 
     @model_validator(mode="after")

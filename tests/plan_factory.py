@@ -10,10 +10,12 @@ from typing import Literal
 
 from infragen.plan import (
     Alternative,
+    BootstrapPlan,
     CostPlan,
     DeploymentPlan,
     EnginePlan,
     EstimatePlan,
+    GpuDriverPlan,
     HardwarePlan,
     MemoryPlan,
     ModelPlan,
@@ -135,6 +137,14 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
                     on_demand_usd_per_month=hourly * deployment.nodes * 730,
                     spot_usd_per_month=None, price_source="test fixture")
     name = f"test-{kind}-{cloud}"
+    # Alibaba plans carry what the planner adds there: the driver to install, the in-VPC PyPI mirror.
+    bootstrap = None if aws else BootstrapPlan(
+        gpu_driver=None if kind == "cpu" else GpuDriverPlan(
+            driver_version="550.127.08", cuda_version="12.4.1", cudnn_version="9.2.0.82",
+            installer="auto_install_v4.0.sh", installer_path="/opsx/ecs/linux/binary/script/",
+            erdma=kind == "multinode"),
+        pip_index_url="http://mirrors.cloud.aliyuncs.com/pypi/simple/", pip_trusted_host="mirrors.cloud.aliyuncs.com",
+        download_mbit_s=round(200 / deployment.nodes, 1))
     return Plan(
         infragen_version="0.1.0", workload=name, deployment=deployment, model=model, engine=engine, memory=memory,
         hardware=hardware, storage=storage, network=network,
@@ -146,4 +156,5 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
         explanation=["test fixture"], warnings=[],
         alternatives=[Alternative(cloud=cloud, region=region, instance_type="x.large", engine="vllm", precision="bf16",
                                   tp=1, pp=1, replicas=None, usd_per_month=None, rejected_because="test fixture")],
+        bootstrap=bootstrap,
     )

@@ -138,6 +138,8 @@ def _context(plan: Plan, role: str, head_address: str | None) -> dict[str, Any]:
         "tools_dir": TOOLS_DIR,
         "llama_cpp_dir": LLAMA_CPP_DIR,
         "packages": _packages(plan),
+        "gpu_driver": plan.bootstrap is not None and plan.bootstrap.gpu_driver is not None,
+        "boot": plan.bootstrap,
     }
 
 
@@ -232,6 +234,8 @@ def _files(plan: Plan, role: str) -> list[tuple[str, str, str]]:
     ]
     if plan.deployment.cloud == "alicloud":
         files.append((f"{LIB_DIR}/alicloud.py", "0644", "scripts/alicloud.py.j2"))
+    if plan.bootstrap is not None and plan.bootstrap.gpu_driver is not None:
+        files.append((f"{SBIN_DIR}/infragen-gpu-driver", "0755", "scripts/gpu-driver.sh.j2"))
     if plan.deployment.gpus_per_node > 0:
         files.append((f"{SBIN_DIR}/infragen-gpu-check", "0755", "scripts/gpu-check.sh.j2"))
     if plan.deployment.nodes_per_replica > 1:
@@ -337,7 +341,8 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
 
 
 #: The plan parts whose strings reach the user-data (explanation, warnings and alternatives never do).
-_RENDERED_PARTS = ("workload", "infragen_version", "deployment", "model", "engine", "storage", "network", "secrets")
+_RENDERED_PARTS = ("workload", "infragen_version", "deployment", "model", "engine", "storage", "network", "secrets",
+                   "bootstrap")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -359,7 +364,7 @@ def _check_printable(plan: Plan) -> None:
 
     data = plan.model_dump(mode="json", include=set(_RENDERED_PARTS))
     for part in _RENDERED_PARTS:
-        walk(data[part], part)
+        walk(data.get(part), part)
 
 
 def _self_check(text: str, files: list[dict[str, str]]) -> None:

@@ -28,7 +28,7 @@ from infragen.plan import (
     SecretsPlan,
     StoragePlan,
 )
-from infragen.sizing import engine_args, queueing, resources
+from infragen.sizing import bootstrap, engine_args, queueing, resources
 from infragen.sizing.estimate import (
     estimate,
     estimate_memory,
@@ -88,8 +88,10 @@ def _weights(spec: WorkloadSpec, model: ModelArchitecture, precision: str) -> tu
         warnings.append(f"precision {precision} needs a pre-quantized checkpoint: set `weights` "
                         f"(the reference repo {model.hf_repo} holds unquantized weights)")
     source = "s3" if uri.startswith("s3://") else "oss" if uri.startswith("oss://") else "huggingface"
+    if uri.startswith("modelscope://"):  # a ModelScope repo id: same `org/name[/file.gguf]` form as Hugging Face
+        source, uri = "modelscope", uri.removeprefix("modelscope://")
     file = None
-    if source == "huggingface" and uri.endswith(".gguf"):
+    if source in {"huggingface", "modelscope"} and uri.endswith(".gguf"):
         repo, _, file = uri.rpartition("/")
         uri = repo
     elif precision in GGUF_PRECISIONS and uri.endswith(".gguf"):
@@ -126,7 +128,14 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         # <= 1.5 needed it (aws-ofi-nccl doc/efa-env-var.md) and it slows NVLink all-reduce.
         env = ({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET": "AWS Libfabric",
                 "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-               if inst.rdma == "efa" else {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "0"})
+               if inst.rdma == "efa" else bootstrap.erdma_nccl_env())
+    engine_version = VLLM_VERSION if lay.engine == "vllm" else LLAMA_CPP_VERSION
+    boot, boot_warnings = bootstrap.select_bootstrap(
+        cloud=c.cloud, engine=lay.engine, engine_version=engine_version, gpu_count=inst.gpu_count,
+        erdma=lay.nodes_per_replica > 1 and inst.rdma == "erdma", nodes=c.nodes, weights_source=source,
+        hf_endpoint=spec.hf_endpoint)
+    warnings.extend(boot_warnings)
+    download_mbit_s = boot.download_mbit_s if boot else None
     storage = resources.select_storage(c.cloud, weights_total_gib, inst.local_nvme_count, inst.local_nvme_gib)
     loaded = (est.weights_gib_per_gpu * lay.tp * lay.replicas_per_node if lay.engine == "vllm"
               else llama_cpp_loaded_gib(spec, est, s.batch))
@@ -134,6 +143,9 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     pipe_gbps = (resources.pipeline_gbps(model.hidden_size, est.output_tokens_per_s + est.requests_per_s
                                          * t.prompt_tokens) if lay.nodes_per_replica > 1 else 0.0)
     client_gbps = total_out_tps * 64 * 8 / 1e9 + (t.peak_requests_per_s or 1) * t.prompt_tokens * 32 * 8 / 1e9
+    slow = bootstrap.download_warning(weights_total_gib, download_mbit_s, c.nodes)
+    if slow:
+        warnings.append(slow)
     if c.usd_per_hour is None:
         warnings.append(f"{inst.id} has no price in the catalog: cost unknown (allow_unpriced)")
     warnings.extend(n for n in est.notes if n not in warnings)
@@ -171,7 +183,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                         weights_source=source, weights_uri=uri, weights_file=file,
                         weights_gib=round(weights_total_gib, 2), params_b=round(model.total_params() / 1e9, 3),
                         active_params_b=round(model.active_params() / 1e9, 3)),
-        engine=EnginePlan(name=lay.engine, version=VLLM_VERSION if lay.engine == "vllm" else LLAMA_CPP_VERSION,
+        engine=EnginePlan(name=lay.engine, version=engine_version,
                           argv=argv, port=spec.port, max_model_len=mml, max_num_seqs=s.batch,
                           gpu_memory_utilization=GPU_MEMORY_UTILIZATION if lay.engine == "vllm" else None,
                           threads=threads, visible_devices=visible, env=env,
@@ -195,7 +207,9 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                             efa_interfaces=inst.efa_interfaces if (lay.nodes_per_replica > 1 and inst.rdma == "efa")
                             else 0,
                             placement="cluster" if lay.nodes_per_replica > 1 else "none",
-                            health_check_grace_s=resources.health_grace_s(weights_total_gib, inst.network_gbps),
+                            health_check_grace_s=resources.health_grace_s(
+                                weights_total_gib, inst.network_gbps,
+                                download_gbps=download_mbit_s / 1000 if download_mbit_s else None),
                             required_gbps=round(client_gbps + pipe_gbps, 3)),
         estimate=EstimatePlan(ttft_ms=round(est.ttft_ms, 1), tpot_ms=round(est.tpot_ms, 2), e2e_ms=round(est.e2e_ms, 1),
                               concurrency_per_replica=est.concurrency,
@@ -211,7 +225,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                       else round(c.spot_usd_per_hour * HOURS_PER_MONTH, 2),
                       price_source=price_source),
         secrets=SecretsPlan(hf_token_name=f"infragen/{name}/hf-token", api_key_name=f"infragen/{name}/api-key"),
-        explanation=explanation, warnings=warnings, alternatives=_alternatives(c, result),
+        explanation=explanation, warnings=warnings, alternatives=_alternatives(c, result), bootstrap=boot,
     )
 
 

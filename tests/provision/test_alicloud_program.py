@@ -17,7 +17,15 @@ from infragen.errors import InputError
 from infragen.spec import load_spec
 from tests.plan_factory import SENTINEL_SECRET, make_plan
 from tests.provision.mocks import run_program
-from tests.provision.test_alicloud_support import COMPUTED, GPU_IMAGE_ID, SENTINEL_HF, ZONES, call_results
+from tests.provision.test_alicloud_support import (
+    COMPUTED,
+    GPU_IMAGE_ID,
+    IMAGE_ID,
+    KMS_CONFIG,
+    SENTINEL_HF,
+    ZONES,
+    call_results,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ALI_STACKS = {
@@ -26,7 +34,7 @@ ALI_STACKS = {
     "ali-multinode": "examples/ali-multinode.yaml",
     "ali-cpu-edge": "examples/ali-cpu-edge.yaml",
 }
-SECRETS = {"infragen:hfToken": SENTINEL_HF, "infragen:apiKey": SENTINEL_SECRET}
+SECRETS = {"infragen:hfToken": SENTINEL_HF, "infragen:apiKey": SENTINEL_SECRET, **KMS_CONFIG}
 SECRET_KEYS = ("infragen:hfToken", "infragen:apiKey")
 
 
@@ -79,20 +87,22 @@ def test_program_deploys_a_pinned_alibaba_plan(tmp_path: Path) -> None:
             assert SENTINEL_HF not in text and SENTINEL_SECRET not in text, f"{res.type} {res.name}"
 
 
-def test_program_stops_a_gpu_plan_without_a_driver_image(tmp_path: Path) -> None:
+def test_program_stops_without_the_kms_3_instance_and_key(tmp_path: Path) -> None:
     path = tmp_path / "plan.json"
     path.write_text(make_plan("single", "alicloud").to_json())
-    expected = r"^Error: .*NVIDIA driver(.|\n)*To fix: pulumi config set infragen:imageId"
+    expected = r"^Error: infragen:kmsKeyId not set: on KMS 3.0(.|\n)*To fix: pulumi config set infragen:kmsInstanceId"
+    config = {**SECRETS, "infragen:planFile": str(path)}
+    del config["infragen:kmsKeyId"]
     with pytest.raises(pulumi.RunError, match=expected):
         run_program(load_program().main, call_results=call_results(ZONES), computed=COMPUTED,
-                    secret_keys=SECRET_KEYS, config={**SECRETS, "infragen:planFile": str(path)})
+                    secret_keys=SECRET_KEYS, config=config)
 
 
 def test_project_declares_the_alibaba_options_and_their_defaults_mean_unset() -> None:
     from infragen.provision.alicloud import AlicloudOptions, load_alicloud_options
 
     declared = yaml.safe_load((PROJECT_ROOT / "Pulumi.yaml").read_text())["config"]
-    keys = {"imageId": "", "kmsInstanceId": "", "nodeZones": [], "lbZones": []}
+    keys = {"imageId": "", "kmsInstanceId": "", "kmsKeyId": "", "nodeZones": [], "lbZones": []}
     assert {k: declared[k]["default"] for k in keys} == keys
     seen: dict[str, Any] = {}
 
@@ -124,9 +134,7 @@ def test_stack_digest_equals_planner_digest(stack: str) -> None:
     if not hasattr(sizing, "plan_file"):
         pytest.skip("planner entry point infragen.sizing.plan_file not available yet")
     expected = sizing.plan_file(PROJECT_ROOT / ALI_STACKS[stack])
-    config = {**stack_config(stack), **SECRETS}
-    if expected.deployment.gpu:
-        config["infragen:imageId"] = GPU_IMAGE_ID
+    config = {**stack_config(stack), **SECRETS}  # no imageId: GPU stacks install the plan's driver at first boot
     rec = run_program(load_program().main, call_results=call_results(ZONES), computed=COMPUTED,
                       secret_keys=SECRET_KEYS, config=config)
     assert not rec.errors, rec.errors
@@ -134,5 +142,9 @@ def test_stack_digest_equals_planner_digest(stack: str) -> None:
     assert rec.exports["cloud"] == "alicloud"
     assert rec.exports["instance_type"] == expected.deployment.instance_type
     assert rec.exports["instance_type"].startswith("ecs."), "not an Alibaba instance type"
-    assert len(rec.of_type("alicloud:ecs/instance:Instance")) == expected.deployment.nodes
+    instances = rec.of_type("alicloud:ecs/instance:Instance")
+    assert len(instances) == expected.deployment.nodes
+    assert {i.inputs["imageId"] for i in instances} == {IMAGE_ID}
+    if expected.deployment.gpu:
+        assert expected.bootstrap is not None and expected.bootstrap.gpu_driver is not None
     assert stack_config(stack)["alicloud:region"] == expected.deployment.region, "stack region differs from plan's"

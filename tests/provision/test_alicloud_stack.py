@@ -18,6 +18,8 @@ from tests.plan_factory import SENTINEL_SECRET, make_plan
 from tests.provision.test_alicloud_support import (
     GPU_IMAGE_ID,
     IMAGE_ID,
+    KMS_INSTANCE_ID,
+    KMS_KEY_ID,
     SENTINEL_HF,
     AliRun,
     decoded_user_data,
@@ -39,6 +41,7 @@ UNTAGGABLE = {
     "alicloud:alb/loadBalancerSecurityGroupAttachment:LoadBalancerSecurityGroupAttachment":
         "alb.LoadBalancerSecurityGroupAttachmentArgs",
     "alicloud:nlb/serverGroupServerAttachment:ServerGroupServerAttachment": "nlb.ServerGroupServerAttachmentArgs",
+    "alicloud:ecs/ramRoleAttachment:RamRoleAttachment": "ecs.RamRoleAttachmentArgs",
 }
 
 
@@ -63,7 +66,8 @@ def test_instances_match_the_plan(stack: tuple[Plan, AliRun, dict[str, Any]]) ->
     assert len(instances) == plan.deployment.nodes
     for inst in instances:
         assert inst.inputs["instanceType"] == plan.deployment.instance_type, inst.name
-        assert inst.inputs["imageId"] == (GPU_IMAGE_ID if plan.deployment.gpu else IMAGE_ID), inst.name
+        # No image id configured: GPU nodes too boot the Ubuntu system image and install their driver at first boot.
+        assert inst.inputs["imageId"] == IMAGE_ID, inst.name
         assert inst.inputs["systemDiskSize"] == plan.storage.root_volume_gib
         assert inst.inputs["systemDiskCategory"] == "cloud_essd"
         disks = inst.inputs["dataDisks"]
@@ -77,7 +81,7 @@ def test_nodes_are_private_hardened_and_encrypted(stack: tuple[Plan, AliRun, dic
     _, mocks, _ = stack
     for inst in mocks.of_type(INSTANCE):
         assert inst.inputs["internetMaxBandwidthOut"] == 0, f"{inst.name} gets a public IP"
-        assert inst.inputs.get("allocatePublicIp") is False, inst.name
+        assert "allocatePublicIp" not in inst.inputs and "roleName" not in inst.inputs, f"{inst.name}: deprecated"
         assert inst.inputs["httpTokens"] == "required", f"{inst.name}: metadata without a token"
         assert inst.inputs["systemDiskEncrypted"] is True, inst.name
         assert all(d["encrypted"] is True for d in inst.inputs.get("dataDisks", [])), inst.name
@@ -143,6 +147,8 @@ def test_secrets_live_only_in_kms(stack: tuple[Plan, AliRun, dict[str, Any]]) ->
     plan, mocks, _ = stack
     secrets = {r.inputs["secretName"]: r for r in mocks.of_type("kms/secret:Secret")}
     assert set(secrets) == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+    for secret in secrets.values():  # KMS 3.0: the instance and its key, both (provider: required on KMS 3.0)
+        assert secret.inputs["dkmsInstanceId"] == KMS_INSTANCE_ID and secret.inputs["encryptionKeyId"] == KMS_KEY_ID
     assert SENTINEL_HF in dump(secrets[plan.secrets.hf_token_name].inputs["secretData"])
     assert SENTINEL_SECRET in dump(secrets[plan.secrets.api_key_name].inputs["secretData"])
     for res in mocks.resources:
@@ -161,14 +167,20 @@ def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliRun, dict[str,
     trust = json.loads(role.inputs["assumeRolePolicyDocument"])
     assert trust["Statement"][0]["Principal"]["Service"] == ["ecs.aliyuncs.com"]
     (policy,) = mocks.of_type("ram/policy:Policy")
-    (statement,) = json.loads(policy.inputs["policyDocument"])["Statement"]
+    statement, decrypt = json.loads(policy.inputs["policyDocument"])["Statement"]
     assert statement["Action"] == ["kms:GetSecretValue"]
     resources = statement["Resource"]
     assert len(resources) == 2 and not any("*" in r for r in resources)
     assert {r.rsplit("secret/", 1)[1] for r in resources} == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+    # The secrets are encrypted with the configured KMS 3.0 key: the role may decrypt with that key only.
+    assert decrypt == {"Effect": "Allow", "Action": ["kms:Decrypt"],
+                       "Resource": [f"acs:kms:cn-hangzhou:123456789:key/{KMS_KEY_ID}"]}
     (attachment,) = mocks.of_type("ram/rolePolicyAttachment:RolePolicyAttachment")
     assert attachment.inputs["roleName"] == role.inputs["roleName"]
-    assert all(i.inputs["roleName"] == role.inputs["roleName"] for i in mocks.of_type(INSTANCE))
+    # The role reaches each instance through ecs.RamRoleAttachment (the instance's role_name is deprecated).
+    attached = {a.inputs["instanceId"]: a.inputs["ramRoleName"]
+                for a in mocks.of_type("ecs/ramRoleAttachment:RamRoleAttachment")}
+    assert attached == {f"{i.name}-id": role.inputs["roleName"] for i in mocks.of_type(INSTANCE)}
 
 
 def test_every_taggable_resource_carries_the_digest(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
@@ -325,8 +337,9 @@ def test_cpu_nodes_boot_the_newest_ubuntu_system_image() -> None:
     assert query["mostRecent"] is True and query["instanceType"] == "ecs.c7.4xlarge"
 
 
-def test_gpu_plans_without_a_driver_image_are_refused() -> None:
-    from infragen.provision.alicloud import AlicloudOptions, build_alicloud
+def _refusal(plan: Plan, options: Any) -> tuple[str, Any]:
+    """The rendered InputError of a refused build, and the recording (to check nothing was declared first)."""
+    from infragen.provision.alicloud import build_alicloud
     from tests.provision.mocks import Recording, run_program
     from tests.provision.test_alicloud_support import COMPUTED, ZONES, call_results, make_settings
 
@@ -334,15 +347,52 @@ def test_gpu_plans_without_a_driver_image_are_refused() -> None:
 
     def program() -> dict[str, Any]:
         try:
-            return build_alicloud(make_plan("multinode", "alicloud"), make_settings(), options=AlicloudOptions())
+            return build_alicloud(plan, make_settings(), options=options)
         except InputError as exc:
             seen.errors.append(exc.render())
             return {}
 
     rec = run_program(program, call_results=call_results(ZONES), computed=COMPUTED)
     (message,) = seen.errors
+    return message, rec
+
+
+def test_gpu_plans_without_a_driver_to_install_need_a_driver_image() -> None:
+    from infragen.provision.alicloud import AlicloudOptions
+
+    plan = _plan_with(make_plan("multinode", "alicloud"), bootstrap={"gpu_driver": None})
+    kms = AlicloudOptions(kms_instance_id=KMS_INSTANCE_ID, kms_key_id=KMS_KEY_ID)
+    message, rec = _refusal(plan, kms)
     assert "NVIDIA driver" in message and "infragen:imageId" in message and "eRDMA" in message
     assert not rec.resources, "resources declared before the error"
+    # With an image named, the same plan deploys on it.
+    run = run_alicloud(plan, options=AlicloudOptions(image_id=GPU_IMAGE_ID, kms_instance_id=KMS_INSTANCE_ID,
+                                                     kms_key_id=KMS_KEY_ID))
+    assert {i.inputs["imageId"] for i in run.of_type(INSTANCE)} == {GPU_IMAGE_ID}
+
+
+@pytest.mark.parametrize("instance, key", [(None, None), (KMS_INSTANCE_ID, None), (None, KMS_KEY_ID)])
+def test_kms_3_needs_the_instance_and_the_key(instance: str | None, key: str | None) -> None:
+    from infragen.provision.alicloud import AlicloudOptions
+
+    message, rec = _refusal(make_plan("single", "alicloud"),
+                            AlicloudOptions(kms_instance_id=instance, kms_key_id=key))
+    assert "KMS 3.0" in message and "pulumi config set infragen:kmsInstanceId" in message
+    for name, value in (("infragen:kmsInstanceId", instance), ("infragen:kmsKeyId", key)):
+        assert (name in message.split(" not set")[0]) == (value is None), message
+    assert not rec.resources, "resources declared before the error"
+
+
+def test_spot_never_meets_a_deployment_set() -> None:
+    from infragen.provision.alicloud import AlicloudOptions
+
+    message, rec = _refusal(make_plan("multinode", "alicloud", spot=True),
+                            AlicloudOptions(kms_instance_id=KMS_INSTANCE_ID, kms_key_id=KMS_KEY_ID))
+    assert "spot" in message and "deployment set" in message and "on-demand" in message
+    assert not rec.resources
+    # Spot single-node replicas have no deployment set and deploy.
+    run = run_alicloud(make_plan("single", "alicloud", spot=True))
+    assert not run.of_type("ecs/ecsDeploymentSet:EcsDeploymentSet")
 
 
 def test_resources_go_to_the_plans_region() -> None:

@@ -19,6 +19,10 @@ from tests.provision.mocks import Computed, Recorded, Recording, run_program
 ZONES = ["cn-hangzhou-h", "cn-hangzhou-i", "cn-hangzhou-j"]
 IMAGE_ID = "ubuntu_22_04_x64_20G_alibase_20250722.vhd"
 GPU_IMAGE_ID = "m-gpu-driver-image"
+KMS_INSTANCE_ID = "kst-hzz65f176a0ogplgq0001"
+KMS_KEY_ID = "key-hzz65f176a0ogplgq0002"
+#: Stack config every Alibaba stack needs (KMS 3.0 instance and key).
+KMS_CONFIG = {"infragen:kmsInstanceId": KMS_INSTANCE_ID, "infragen:kmsKeyId": KMS_KEY_ID}
 SENTINEL_HF = "hf_SENTINELsentinelSENTINELsentinel000"
 
 
@@ -107,14 +111,14 @@ def real_renderer() -> Any:
 def run_alicloud(plan: Any, *, render: Any = stand_in_renderer, options: Any = None,
                  zones: list[str] | None = None, stack_config: dict[str, str] | None = None,
                  **settings: Any) -> AliRun:
-    """Run `build_alicloud` under fresh mocks (GPU plans get a driver image unless `options` says otherwise).
+    """Run `build_alicloud` under fresh mocks (no image id: GPU plans install their driver; KMS 3.0 ids set).
 
     Resource tests use the stand-in renderer so they test provisioning alone; user-data tests pass the real one.
     """
     from infragen.provision.alicloud import AlicloudOptions, build_alicloud
 
     if options is None:
-        options = AlicloudOptions(image_id=GPU_IMAGE_ID if plan.deployment.gpu else None)
+        options = AlicloudOptions(kms_instance_id=KMS_INSTANCE_ID, kms_key_id=KMS_KEY_ID)
     recording = run_program(
         lambda: build_alicloud(plan, make_settings(**settings), options=options, render=render),
         call_results=call_results(list(zones or ZONES)), computed=COMPUTED, config=stack_config or {})

@@ -50,7 +50,8 @@ def test_project_file_declares_what_settings_read() -> None:
     assert (PROJECT_ROOT / project["main"] / "__main__.py").is_file()
     declared = project["config"]
     assert set(declared) == {"workload", "planFile", "hfToken", "apiKey", "certificateArn", "allowedCidrs",
-                             "vpcCidr", "imageId", "kmsInstanceId", "nodeZones", "lbZones"}  # last four: Alibaba
+                             "vpcCidr", "imageId", "kmsInstanceId", "kmsKeyId", "nodeZones",
+                             "lbZones"}  # last five: Alibaba
     assert declared["hfToken"]["secret"] is True and declared["apiKey"]["secret"] is True
     assert "default" not in declared["hfToken"] and "default" not in declared["apiKey"]  # required
     assert parse_cidrs(declared["allowedCidrs"]["default"], "k", ()) == ("0.0.0.0/0",)

@@ -1,8 +1,8 @@
 """Alibaba Cloud provisioning: `build_alicloud(plan, settings)` wires the network, secrets, nodes and LB components.
 
 Consumes a Plan and the stack settings; makes no sizing decision (counts, types and sizes are the plan's).
-Images: CPU nodes boot the newest Ubuntu 22.04 system image. Alibaba's system images carry no NVIDIA driver and the
-rendered cloud-init installs none, so GPU nodes need `infragen:imageId` (an image with the driver; eRDMA stack too).
+Images: every node boots the newest Ubuntu 22.04 system image unless `infragen:imageId` names one; GPU nodes install
+the plan's NVIDIA driver (`plan.bootstrap.gpu_driver`) at first boot. Secrets need KMS 3.0 (instance + key).
 """
 
 from __future__ import annotations
@@ -63,7 +63,9 @@ class AlicloudOptions:
     """`infragen:imageId`: a custom image for every node (e.g. one with the NVIDIA driver baked in); None = the
     newest Ubuntu 22.04 system image for the node's architecture."""
     kms_instance_id: str | None = None
-    """`infragen:kmsInstanceId`: dedicated KMS instance for the secrets (KMS 3.0 accounts need one)."""
+    """`infragen:kmsInstanceId`: the KMS 3.0 instance the secrets live in (required with `kms_key_id`)."""
+    kms_key_id: str | None = None
+    """`infragen:kmsKeyId`: the symmetric key of that instance that encrypts the secrets."""
     node_zone_ids: tuple[str, ...] | None = None
     """`infragen:nodeZones`: zones for the nodes, best first; None = every zone offering the instance type."""
     lb_zone_ids: tuple[str, ...] | None = None
@@ -76,6 +78,7 @@ def load_alicloud_options(config: pulumi.Config | None = None) -> AlicloudOption
     return AlicloudOptions(
         image_id=cfg.get("imageId") or None,
         kms_instance_id=cfg.get("kmsInstanceId") or None,
+        kms_key_id=cfg.get("kmsKeyId") or None,
         node_zone_ids=_zones(cfg.get_object("nodeZones"), "infragen:nodeZones"),
         lb_zone_ids=_zones(cfg.get_object("lbZones"), "infragen:lbZones"),
     )
@@ -90,7 +93,10 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     renderer = render if render is not None else _default_renderer()
     prefix = name_stem(plan)
     tags = plan_tags(plan)
-    _require_driver_image(plan, opts)  # before any resource is declared
+    # Refusals come before any resource is declared, so a preview fails cleanly.
+    _require_driver_image(plan, opts)
+    kms_instance_id, kms_key_id = _require_kms(opts)
+    _refuse_spot_in_deployment_sets(plan)
     region = plan.deployment.region
     configured = pulumi.Config("alicloud").get("region")
     if configured and configured != region:
@@ -99,9 +105,10 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
                         f"resources are created in {region}")
     download_s = internet_download_s(plan)
     if download_s is not None and download_s > plan.network.health_check_grace_s:
-        pulumi.log.warn(f"{plan.model.weights_gib:.0f} GiB of weights through the NAT EIP "
-                        f"({NAT_EIP_BANDWIDTH_MBIT_S} Mbit/s) take at least {download_s / 60:.0f} min per node, more "
-                        f"than the plan's {plan.network.health_check_grace_s} s load allowance; stage them in OSS "
+        pulumi.log.warn(f"{plan.model.weights_gib:.0f} GiB of weights through the shared NAT EIP "
+                        f"({NAT_EIP_BANDWIDTH_MBIT_S} Mbit/s for {plan.deployment.nodes} node(s)) take at least "
+                        f"{download_s / 60:.0f} min per node, more than the plan's "
+                        f"{plan.network.health_check_grace_s} s load allowance; stage them in OSS "
                         "(weights: oss://...) to load over the internal network")
     # An explicit provider pins every resource and look-up to the plan's region. Explicit providers do not read
     # the `alicloud:*` stack config, so credentials set there are passed on (env vars are read by the plugin).
@@ -130,8 +137,8 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
         intra_cluster=plan.deployment.nodes_per_replica > 1, tags=tags), in_region)
     secrets = AliSecrets(f"{prefix}-secrets", SecretsArgs(
         prefix=prefix, hf_token_name=plan.secrets.hf_token_name, api_key_name=plan.secrets.api_key_name,
-        hf_token=settings.hf_token, api_key=settings.api_key, tags=tags, kms_instance_id=opts.kms_instance_id),
-        in_region)
+        hf_token=settings.hf_token, api_key=settings.api_key, tags=tags, kms_instance_id=kms_instance_id,
+        kms_key_id=kms_key_id, **_weights_bucket(plan)), in_region)
     compute = AliNodes(f"{prefix}-nodes", NodesArgs(
         prefix=prefix, instance_type=plan.deployment.instance_type, nodes=nodes, user_data=user_data, disks=disks,
         image_id=image_id, vswitch_ids=network.node_vswitch_ids,
@@ -182,15 +189,47 @@ def _lb_zones(plan: Plan, opts: AlicloudOptions, invoke: pulumi.InvokeOptions) -
 
 
 def _require_driver_image(plan: Plan, opts: AlicloudOptions) -> None:
-    if plan.deployment.gpu is None or opts.image_id:
+    has_driver_step = plan.bootstrap is not None and plan.bootstrap.gpu_driver is not None
+    if plan.deployment.gpu is None or opts.image_id or has_driver_step:
         return
     # Deploying GPU nodes without a driver would boot fine and never serve: refuse up front instead.
     extra = " and the eRDMA software stack" if plan.network.rdma == "erdma" else ""
     raise InputError(
         f"plan {plan.workload} runs on {plan.deployment.instance_type} GPUs, but Alibaba system images carry no "
-        "NVIDIA driver and the rendered cloud-init does not install one",
+        f"NVIDIA driver and the plan names none to install ({plan.engine.name} {plan.engine.version} has no "
+        "driver row in infragen/catalog/data/alicloud_node.yaml)",
         fix=f"pulumi config set infragen:imageId <an image with the NVIDIA driver{extra}>",
         hint="docs/alicloud.md, section 'Images'")
+
+
+def _require_kms(opts: AlicloudOptions) -> tuple[str, str]:
+    """KMS 3.0 stores a secret only in an instance, encrypted with one of its keys: both ids, or a clear error."""
+    if opts.kms_instance_id and opts.kms_key_id:
+        return opts.kms_instance_id, opts.kms_key_id
+    missing = [key for key, value in (("infragen:kmsInstanceId", opts.kms_instance_id),
+                                      ("infragen:kmsKeyId", opts.kms_key_id)) if not value]
+    raise InputError(
+        f"{' and '.join(missing)} not set: on KMS 3.0 a secret must name the KMS instance it lives in and the "
+        "symmetric key of that instance that encrypts it (pulumi-alicloud kms.Secret: dkms_instance_id and "
+        "encryption_key_id are required on KMS 3.0)",
+        fix="pulumi config set infragen:kmsInstanceId kst-...; pulumi config set infragen:kmsKeyId key-...",
+        hint="docs/alicloud.md, section 'First deploy' (buying a KMS instance and creating its key)")
+
+
+def _refuse_spot_in_deployment_sets(plan: Plan) -> None:
+    if plan.deployment.pricing == "spot" and plan.network.placement == "cluster":
+        raise InputError(
+            f"plan {plan.workload} puts spot instances in a low-latency deployment set, which ECS refuses (spot "
+            "instances cannot join a deployment set), and a multi-node replica without one loses its eRDMA locality",
+            fix="plan the multi-node workload with pricing: on-demand (or a single-node layout for spot)")
+
+
+def _weights_bucket(plan: Plan) -> dict[str, Any]:
+    """The OSS bucket and prefix the node role may read, when the weights come from OSS."""
+    if plan.model.weights_source != "oss":
+        return {}
+    bucket, _, prefix = plan.model.weights_uri.removeprefix("oss://").partition("/")
+    return {"weights_bucket": bucket, "weights_prefix": prefix}
 
 
 def _node_image(plan: Plan, opts: AlicloudOptions, invoke: pulumi.InvokeOptions) -> pulumi.Input[str]:

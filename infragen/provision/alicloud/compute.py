@@ -41,7 +41,7 @@ class NodesArgs:
     security_group_id: pulumi.Input[str]
     """Node security group."""
     role_name: pulumi.Input[str]
-    """RAM role the instances run as (reads the KMS secrets)."""
+    """RAM role the instances run as (reads the KMS secrets), attached with `ecs.RamRoleAttachment`."""
     spot: bool
     """Launch spot instances (plan.deployment.pricing == "spot")."""
     eri_interfaces: int
@@ -85,9 +85,16 @@ class AliNodes(pulumi.ComponentResource):
                 encrypted=True, delete_with_instance=True, name=f"{args.prefix}-models",
                 description="model store (mounted by cloud-init)"))
 
-        instance_opts = pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on))
         self.instances = []
+        by_replica: dict[int, list[alicloud.ecs.Instance]] = {}
         for node, user_data in zip(args.nodes, args.user_data, strict=True):
+            # Day 2: a changed user data replaces the instance (nothing re-runs cloud-init in place), replicas one
+            # after the other (each waits for the previous replica's instances); a head's fixed IP must be free
+            # before its replacement takes it, so heads go delete-before-replace.
+            previous = by_replica.get(node.replica - 1, [])
+            instance_opts = pulumi.ResourceOptions(
+                parent=self, depends_on=[*args.depends_on, *previous], replace_on_changes=["userData"],
+                delete_before_replace=node.private_ip is not None)
             vswitch_id = args.vswitch_ids[node.zone_slot]
             rdma = args.eri_interfaces > 0
             secondary = None
@@ -108,7 +115,6 @@ class AliNodes(pulumi.ComponentResource):
                 private_ip=node.private_ip,
                 # No public address: clients come through the load balancer, egress goes through the NAT gateway.
                 internet_max_bandwidth_out=0,
-                allocate_public_ip=False,
                 instance_charge_type="PostPaid",
                 spot_strategy=SPOT_STRATEGY if args.spot else "NoSpot",
                 system_disk_category="cloud_essd",
@@ -119,7 +125,6 @@ class AliNodes(pulumi.ComponentResource):
                 # Metadata only with a session token (IMDSv2-style hardening).
                 http_endpoint="enabled",
                 http_tokens="required",
-                role_name=args.role_name,
                 user_data=base64.b64encode(user_data.encode()).decode(),
                 deployment_set_id=placement.id if placement is not None else None,
                 network_interface_traffic_mode=ERI_TRAFFIC_MODE if rdma else None,
@@ -130,6 +135,10 @@ class AliNodes(pulumi.ComponentResource):
                 opts=instance_opts,
             )
             self.instances.append(instance)
+            by_replica.setdefault(node.replica, []).append(instance)
+            # The role is attached once the instance exists; cloud-init's secret reads retry until it is there.
+            alicloud.ecs.RamRoleAttachment(f"{name}-{node.name}-role", instance_id=instance.id,
+                                           ram_role_name=args.role_name, opts=child)
             for card in range(2, args.eri_interfaces):
                 eri = alicloud.ecs.EcsNetworkInterface(
                     f"{name}-{node.name}-eri-{card}", network_interface_name=f"{args.prefix}-{node.name}-eri-{card}",

@@ -1,7 +1,7 @@
-"""Alibaba Cloud secrets component: KMS secrets for the HF token and API key, and the nodes' RAM role.
+"""Alibaba Cloud secrets component: KMS 3.0 secrets for the HF token and API key, and the nodes' RAM role.
 
-The values come in as Pulumi secret Outputs and go only into `kms.Secret.secret_data`;
-the role may read exactly these two secrets and nothing else.
+The values come in as Pulumi secret Outputs and go only into `kms.Secret.secret_data`; the role may read exactly
+these two secrets (and decrypt with their key), plus, when the weights live in OSS, list and read that prefix only.
 """
 
 from __future__ import annotations
@@ -36,8 +36,14 @@ class SecretsArgs:
     """The API key clients must send (a Pulumi secret)."""
     tags: Mapping[str, str]
     """Tags for every taggable resource."""
-    kms_instance_id: str | None = None
-    """Dedicated KMS instance to store the secrets in (KMS 3.0 accounts need one); None = the default KMS."""
+    kms_instance_id: str
+    """KMS 3.0 instance the secrets live in (`infragen:kmsInstanceId`; the provider requires it on KMS 3.0)."""
+    kms_key_id: str
+    """Symmetric key of that instance that encrypts them (`infragen:kmsKeyId`; required with the instance)."""
+    weights_bucket: str | None = None
+    """OSS bucket holding the weights (`oss://bucket/prefix`); None = weights do not come from OSS."""
+    weights_prefix: str = ""
+    """Object prefix of the weights inside that bucket ('' = the whole bucket)."""
 
 
 class AliSecrets(pulumi.ComponentResource):
@@ -57,7 +63,7 @@ class AliSecrets(pulumi.ComponentResource):
             secrets.append(alicloud.kms.Secret(
                 f"{name}-{key}", secret_name=secret_name, secret_data=pulumi.Output.secret(value),
                 secret_data_type="text", version_id="v1", description=f"infragen {args.prefix} {key}",
-                dkms_instance_id=args.kms_instance_id,
+                dkms_instance_id=args.kms_instance_id, encryption_key_id=args.kms_key_id,
                 # Delete at once on destroy: the values stay in the stack's secret config, and a secret pending
                 # deletion would block re-creating the same name on the next `pulumi up`.
                 force_delete_without_recovery=True, tags=tags,
@@ -67,10 +73,12 @@ class AliSecrets(pulumi.ComponentResource):
         role = alicloud.ram.Role(
             f"{name}-role", role_name=f"{args.prefix}-node"[:64], assume_role_policy_document=ECS_TRUST_POLICY,
             description=f"infragen {args.prefix} nodes: read their two KMS secrets", tags=tags, opts=child)
-        document = pulumi.Output.all(*self.secret_arns).apply(secret_read_policy)
+        document = pulumi.Output.all(*self.secret_arns).apply(
+            lambda arns: node_policy(arns, key_id=args.kms_key_id, bucket=args.weights_bucket,
+                                     prefix=args.weights_prefix))
         policy = alicloud.ram.Policy(
             f"{name}-read-secrets", policy_name=f"{args.prefix}-read-secrets"[:128], policy_document=document,
-            description="kms:GetSecretValue on this deployment's secrets only", tags=tags, opts=child)
+            description="this deployment's two secrets (and weights prefix) only", tags=tags, opts=child)
         # Nodes read the secrets at boot: they must not start before the policy is attached.
         self.policy_attachment = alicloud.ram.RolePolicyAttachment(
             f"{name}-read-secrets-attach", role_name=role.role_name, policy_name=policy.policy_name,
@@ -81,7 +89,25 @@ class AliSecrets(pulumi.ComponentResource):
 
 def secret_read_policy(arns: list[str]) -> str:
     """A RAM policy document allowing GetSecretValue on exactly `arns`."""
-    return json.dumps({
-        "Version": "1",
-        "Statement": [{"Effect": "Allow", "Action": ["kms:GetSecretValue"], "Resource": sorted(arns)}],
-    }, sort_keys=True)
+    return node_policy(arns)
+
+
+def node_policy(arns: list[str], *, key_id: str | None = None, bucket: str | None = None, prefix: str = "") -> str:
+    """The nodes' RAM policy: GetSecretValue on exactly `arns`; Decrypt with their KMS key (a secret encrypted with
+    a customer key needs it); OSS read (GetObject, ListObjects) on `bucket`/`prefix` only when given."""
+    statements: list[dict[str, object]] = [
+        {"Effect": "Allow", "Action": ["kms:GetSecretValue"], "Resource": sorted(arns)}]
+    if key_id:
+        # The key lives in the secrets' region and account: take both from a secret ARN (acs:kms:REGION:ACCOUNT:...).
+        region, account = arns[0].split(":")[2:4]
+        statements.append({"Effect": "Allow", "Action": ["kms:Decrypt"],
+                           "Resource": [f"acs:kms:{region}:{account}:key/{key_id}"]})
+    if bucket:
+        objects = f"acs:oss:*:*:{bucket}/{prefix.strip('/') + '/' if prefix.strip('/') else ''}*"
+        statements.append({"Effect": "Allow", "Action": ["oss:GetObject"], "Resource": [objects]})
+        listing: dict[str, object] = {"Effect": "Allow", "Action": ["oss:ListObjects"],
+                                      "Resource": [f"acs:oss:*:*:{bucket}"]}
+        if prefix.strip("/"):
+            listing["Condition"] = {"StringLike": {"oss:Prefix": [f"{prefix.strip('/')}/*"]}}
+        statements.append(listing)
+    return json.dumps({"Version": "1", "Statement": statements}, sort_keys=True)

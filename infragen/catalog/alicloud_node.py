@@ -1,0 +1,82 @@
+"""Alibaba node setup facts (data in alicloud_node.yaml): driver per engine release, in-VPC mirrors, eRDMA NCCL.
+
+Reads data only; the planner decides what a plan gets (`select_*` below are lookups, not policy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class GpuDriverRow:
+    """One driver / CUDA / cuDNN triple Alibaba's auto-install script takes."""
+
+    cuda: str
+    """CUDA major.minor the row serves (runtimes of the same major with a lower or equal minor run on it)."""
+    driver_version: str
+    """NVIDIA driver, e.g. `550.127.08`."""
+    cuda_version: str
+    """CUDA toolkit the script installs alongside, e.g. `12.4.1`."""
+    cudnn_version: str
+    """cuDNN the script installs alongside."""
+    source: str
+    """Where the triple was read."""
+
+
+@dataclass(frozen=True)
+class AlicloudNodeData:
+    """The parsed data file."""
+
+    engine_cuda: dict[str, dict[str, str]]
+    """engine -> version -> CUDA major.minor of its PyPI wheels."""
+    gpu_drivers: tuple[GpuDriverRow, ...]
+    """Driver rows, any order."""
+    installer_script: str
+    """Auto-install script name (`auto_install_v4.0.sh`)."""
+    installer_path: str
+    """Its path under the region's `source-address`."""
+    pip_index_url: str
+    """In-VPC PyPI mirror."""
+    pip_trusted_host: str
+    """Host pip must trust (the mirror is plain HTTP)."""
+    erdma_nccl_env: dict[str, str]
+    """NCCL variables for multi-node replicas over eRDMA."""
+    nat_eip_bandwidth_mbit_s: int
+    """Bandwidth of the one NAT EIP every node downloads through."""
+
+
+@cache
+def load_alicloud_node() -> AlicloudNodeData:
+    """The data file, parsed once."""
+    text = resources.files("infragen.catalog").joinpath("data/alicloud_node.yaml").read_text(encoding="utf-8")
+    data: dict[str, Any] = yaml.safe_load(text)
+    return AlicloudNodeData(
+        engine_cuda={engine: {str(v): str(row["cuda"]) for v, row in versions.items()}
+                     for engine, versions in data["engine_cuda"].items()},
+        gpu_drivers=tuple(GpuDriverRow(cuda=str(r["cuda"]), driver_version=str(r["driver_version"]),
+                                       cuda_version=str(r["cuda_version"]), cudnn_version=str(r["cudnn_version"]),
+                                       source=str(r["source"])) for r in data["gpu_drivers"]),
+        installer_script=str(data["installer"]["script"]),
+        installer_path=str(data["installer"]["path"]),
+        pip_index_url=str(data["pip_index_url"]),
+        pip_trusted_host=str(data["pip_trusted_host"]),
+        erdma_nccl_env={str(k): str(v) for k, v in data["erdma_nccl_env"].items()},
+        nat_eip_bandwidth_mbit_s=int(data["nat_eip"]["bandwidth_mbit_s"]),
+    )
+
+
+def select_gpu_driver(data: AlicloudNodeData, engine: str, version: str) -> GpuDriverRow | None:
+    """The driver row for an engine release: same CUDA major, lowest minor >= the wheels'; None when unknown."""
+    cuda = data.engine_cuda.get(engine, {}).get(version)
+    if cuda is None:
+        return None
+    major, minor = (int(p) for p in cuda.split("."))
+    fits = [r for r in data.gpu_drivers
+            if int(r.cuda.split(".")[0]) == major and int(r.cuda.split(".")[1]) >= minor]
+    return min(fits, key=lambda r: int(r.cuda.split(".")[1]), default=None)

@@ -1,0 +1,56 @@
+"""What a node needs besides the engine (driver install, mirrors, download bandwidth), as a plan part.
+
+Pure: reads the node-setup data (catalog) and the candidate; no cloud call. Alibaba rows only today: AWS images
+(the Deep Learning AMIs) carry the driver and reach PyPI and Hugging Face directly.
+"""
+
+from __future__ import annotations
+
+from infragen.catalog.alicloud_node import AlicloudNodeData, load_alicloud_node, select_gpu_driver
+from infragen.plan import BootstrapPlan, GpuDriverPlan
+
+#: Weight sources fetched over the internet (through the NAT gateway on Alibaba), not from an in-region store.
+INTERNET_SOURCES = frozenset({"huggingface", "modelscope"})
+
+
+def select_bootstrap(*, cloud: str, engine: str, engine_version: str, gpu_count: int, erdma: bool, nodes: int,
+                     weights_source: str, hf_endpoint: str | None,
+                     data: AlicloudNodeData | None = None) -> tuple[BootstrapPlan | None, list[str]]:
+    """The plan's bootstrap part (None when the defaults serve) and the warnings that go with it."""
+    warnings: list[str] = []
+    if cloud != "alicloud":
+        return (BootstrapPlan(hf_endpoint=hf_endpoint) if hf_endpoint else None), warnings
+    node = data or load_alicloud_node()
+    driver = None
+    if gpu_count > 0:
+        row = select_gpu_driver(node, engine, engine_version)
+        if row is None:
+            warnings.append(f"no Alibaba auto-install driver is known for {engine} {engine_version}'s CUDA; the "
+                            "nodes need an image with the NVIDIA driver (infragen:imageId)")
+        else:
+            driver = GpuDriverPlan(driver_version=row.driver_version, cuda_version=row.cuda_version,
+                                   cudnn_version=row.cudnn_version, installer=node.installer_script,
+                                   installer_path=node.installer_path, erdma=erdma)
+    download = None
+    if weights_source in INTERNET_SOURCES:
+        # Every node downloads at first boot through the one NAT EIP: they share its bandwidth.
+        download = round(node.nat_eip_bandwidth_mbit_s / max(1, nodes), 1)
+    return BootstrapPlan(gpu_driver=driver, pip_index_url=node.pip_index_url, pip_trusted_host=node.pip_trusted_host,
+                         hf_endpoint=hf_endpoint, download_mbit_s=download), warnings
+
+
+def download_warning(weights_gib: float, download_mbit_s: float | None, nodes: int) -> str | None:
+    """A warning when the shared internet download alone takes an hour or more."""
+    if download_mbit_s is None:
+        return None
+    hours = weights_gib * 1.0737 * 8e3 / download_mbit_s / 3600
+    if hours < 1:
+        return None
+    return (f"{weights_gib:.0f} GiB of weights reach each of {nodes} node(s) at {download_mbit_s:g} Mbit/s (one "
+            f"shared NAT EIP): about {hours:.1f} h before serving; stage them in OSS (weights: oss://bucket/prefix, "
+            "read over the internal network) to load in minutes")
+
+
+def erdma_nccl_env(data: AlicloudNodeData | None = None) -> dict[str, str]:
+    """NCCL variables for multi-node replicas over eRDMA (GPUDirect RDMA left on)."""
+    return dict((data or load_alicloud_node()).erdma_nccl_env)
