@@ -7,6 +7,7 @@ Holds no tests itself. Built on the shared `tests/provision/mocks.py`; adds the 
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,8 +76,9 @@ class AliRun:
 
 
 def decoded_user_data(instance: Recorded) -> str:
-    """The instance's user data as cloud-init reads it."""
-    return base64.b64decode(instance.inputs["userData"]).decode()
+    """The instance's user data as cloud-init reads it (gzip-compressed user data is decompressed)."""
+    raw = base64.b64decode(instance.inputs["userData"])
+    return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
 
 
 def dump(value: Any) -> str:

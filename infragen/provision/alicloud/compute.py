@@ -6,6 +6,7 @@ Launches exactly the nodes the layout lists (from the plan); never picks a type,
 from __future__ import annotations
 
 import base64
+import gzip
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -125,7 +126,7 @@ class AliNodes(pulumi.ComponentResource):
                 # Metadata only with a session token (IMDSv2-style hardening).
                 http_endpoint="enabled",
                 http_tokens="required",
-                user_data=base64.b64encode(user_data.encode()).decode(),
+                user_data=encode_user_data(user_data, what=f"user-data of {node.name}"),
                 deployment_set_id=placement.id if placement is not None else None,
                 network_interface_traffic_mode=ERI_TRAFFIC_MODE if rdma else None,
                 network_interfaces=secondary,
@@ -152,3 +153,18 @@ class AliNodes(pulumi.ComponentResource):
         self.instance_ids = [i.id for i in self.instances]
         self.private_ips = [i.private_ip for i in self.instances]
         self.register_outputs({"instance_ids": self.instance_ids, "private_ips": self.private_ips})
+
+
+# "The size of the user data cannot exceed 16 KB before it is encoded" (Alibaba ECS doc "Use instance user data").
+ECS_USER_DATA_MAX_BYTES = 16 * 1024
+
+
+def encode_user_data(text: str, *, what: str = "user-data") -> str:
+    """Base64 user data for ECS: the text as is when it fits 16 KB, else gzip-compressed (cloud-init detects and
+    decompresses gzip). mtime=0 keeps the bytes identical between runs, so an unchanged plan never replaces a node."""
+    raw = text.encode()
+    if len(raw) > ECS_USER_DATA_MAX_BYTES:
+        raw = gzip.compress(raw, compresslevel=9, mtime=0)
+        if len(raw) > ECS_USER_DATA_MAX_BYTES:
+            raise ValueError(f"{what} is {len(raw)} bytes even gzip-compressed, over ECS's 16 KB limit")
+    return base64.b64encode(raw).decode()

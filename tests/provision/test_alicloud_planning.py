@@ -1,0 +1,91 @@
+"""What the planner puts in Alibaba plans for the nodes: the driver row for the engine's CUDA, the in-VPC mirror,
+ModelScope weights, the shared NAT EIP in the download wait, eRDMA NCCL variables. Data read from alicloud_node.yaml;
+tiny hand-made data where the rule itself is tested."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from infragen.catalog.alicloud_node import GpuDriverRow, load_alicloud_node, select_gpu_driver
+from infragen.sizing import plan_file
+from infragen.sizing.bootstrap import download_warning, select_bootstrap
+from infragen.sizing.resources import health_grace_s
+from tests.spec.conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[2]
+ALI_GPU_EXAMPLES = ["ali-chat-7b", "ali-70b", "ali-multinode"]
+
+
+def _row(cuda: str) -> GpuDriverRow:
+    return GpuDriverRow(cuda=cuda, driver_version=f"d{cuda}", cuda_version=cuda + ".0", cudnn_version="9", source="t")
+
+
+def test_driver_row_follows_cuda_minor_version_compatibility() -> None:
+    data = replace(load_alicloud_node(), gpu_drivers=(_row("12.8"), _row("12.4"), _row("11.8")),
+                   engine_cuda={"vllm": {"a": "12.4", "b": "12.6", "c": "12.9", "d": "13.0"}})
+    assert select_gpu_driver(data, "vllm", "a").driver_version == "d12.4"  # type: ignore[union-attr]
+    assert select_gpu_driver(data, "vllm", "b").driver_version == "d12.8"  # type: ignore[union-attr]
+    assert select_gpu_driver(data, "vllm", "c") is None  # no 12.x row new enough
+    assert select_gpu_driver(data, "vllm", "d") is None  # another major
+    assert select_gpu_driver(data, "vllm", "unknown") is None
+
+
+def test_every_pinned_engine_release_has_its_cuda_recorded() -> None:
+    from infragen.catalog.engines import VLLM_VERSION
+
+    assert VLLM_VERSION in load_alicloud_node().engine_cuda["vllm"], "add the new vLLM's CUDA to alicloud_node.yaml"
+
+
+def test_an_engine_without_a_driver_row_gets_a_warning_and_no_install_step() -> None:
+    boot, warnings = select_bootstrap(cloud="alicloud", engine="vllm", engine_version="0.34.0", gpu_count=8,
+                                      erdma=True, nodes=2, weights_source="modelscope", hf_endpoint=None)
+    assert boot is not None and boot.gpu_driver is None and boot.pip_index_url
+    assert len(warnings) == 1 and "infragen:imageId" in warnings[0]
+    aws, _ = select_bootstrap(cloud="aws", engine="vllm", engine_version="0.7.3", gpu_count=8, erdma=False,
+                              nodes=2, weights_source="huggingface", hf_endpoint=None)
+    assert aws is None, "AWS plans keep no bootstrap part (and their digests)"
+
+
+@pytest.mark.parametrize("name", ALI_GPU_EXAMPLES)
+def test_mainland_examples_install_the_driver_and_download_from_modelscope(name: str) -> None:
+    plan = plan_file(ROOT / "examples" / f"{name}.yaml")
+    boot = plan.bootstrap
+    assert boot is not None and boot.gpu_driver is not None
+    assert boot.gpu_driver.driver_version == "550.127.08" and boot.gpu_driver.cuda_version.startswith("12.4")
+    assert boot.gpu_driver.erdma == (plan.network.rdma == "erdma")
+    assert boot.pip_index_url == "http://mirrors.cloud.aliyuncs.com/pypi/simple/"
+    assert plan.model.weights_source == "modelscope" and "://" not in plan.model.weights_uri
+    assert plan.engine.argv[2].startswith(plan.storage.mount_path + "/"), "vLLM serves the downloaded directory"
+    # All nodes download through one NAT EIP: each gets its share, and the load wait covers that download.
+    assert boot.download_mbit_s == round(200 / plan.deployment.nodes, 1)
+    download_s = plan.model.weights_gib * 1.0737 * 8e3 / boot.download_mbit_s
+    assert plan.network.health_check_grace_s >= download_s
+    if plan.network.rdma == "erdma":
+        env = plan.engine.env
+        assert env["NCCL_IB_HCA"] == "erdma" and env["NCCL_SOCKET_IFNAME"] == "eth0"
+        assert "NCCL_NET_GDR_LEVEL" not in env, "GPUDirect RDMA must not be disabled"
+
+
+def test_hours_of_shared_download_are_flagged_with_oss_staging() -> None:
+    plan = plan_file(ROOT / "examples" / "ali-multinode.yaml")
+    (warning,) = [w for w in plan.warnings if "NAT EIP" in w]
+    assert "oss://" in warning and " h " in warning
+    assert download_warning(10, 200, 1) is None  # 10 GiB at 200 Mbit/s: minutes, no warning
+    assert health_grace_s(760, 3200, download_gbps=0.0667) > 7200, "the shared-EIP wait is not capped at 2 h"
+
+
+def test_modelscope_and_hf_endpoint_in_a_workload(tmp_path: Path) -> None:
+    good = tmp_path / "w.yaml"
+    good.write_text("model: qwen2-7b\nweights: modelscope://qwen/Qwen2-7B-Instruct\ncloud: alicloud\n"
+                    "hf_endpoint: https://hf-mirror.example/\ntraffic: {peak_requests_per_s: 1, prompt_tokens: 256, "
+                    "output_tokens: 64}\n")
+    plan = plan_file(good)
+    assert plan.model.weights_source == "modelscope" and plan.model.weights_uri == "qwen/Qwen2-7B-Instruct"
+    assert plan.bootstrap is not None and plan.bootstrap.hf_endpoint == "https://hf-mirror.example/"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("https://hf-mirror.example/", "https://x.example/$(reboot)"))
+    result = run_cli("validate", str(bad))
+    assert result.code == 2 and "hf_endpoint" in result.out + result.err
