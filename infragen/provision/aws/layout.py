@@ -12,6 +12,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
+from infragen.catalog.aws_deploy import load_aws_deploy
 from infragen.errors import InputError
 from infragen.plan import Plan
 from infragen.provision.common import engine_ports
@@ -20,17 +21,6 @@ Role = Literal["replica", "head", "worker"]
 
 #: Availability zones the VPC spans (an ALB needs subnets in at least two AZs).
 AZ_COUNT = 2
-#: Public SSM parameters (owned by AWS) naming the latest Deep Learning Base OSS Nvidia Driver GPU AMI
-#: (Ubuntu 22.04), per CPU architecture; seen in the DLAMI guide "find-dlami-id" and in public IaC repos.
-DLAMI_SSM_PARAMETER: dict[str, str] = {
-    "x86_64": "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
-    "arm64": "/aws/service/deeplearning/ami/arm64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id",
-}
-#: Canonical's public SSM parameters for Ubuntu 22.04 LTS server images (CPU nodes).
-UBUNTU_SSM_PARAMETER: dict[str, str] = {
-    "x86_64": "/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id",
-    "arm64": "/aws/service/canonical/ubuntu/server/22.04/stable/current/arm64/hvm/ebs-gp2/ami-id",
-}
 #: Root device of Ubuntu-based AMIs (both the DLAMI and Canonical's images).
 ROOT_DEVICE_NAME = "/dev/sda1"
 #: Device name of the model data volume (appears as an NVMe device on Nitro instances).
@@ -172,9 +162,9 @@ def idle_timeout_s(plan: Plan) -> int:
 
 
 def image_parameter(plan: Plan) -> str:
-    """SSM parameter holding the machine image: the Deep Learning AMI on GPU nodes, Ubuntu on CPU nodes."""
-    arch = plan.deployment.cpu_arch
-    return (DLAMI_SSM_PARAMETER if plan.deployment.gpu else UBUNTU_SSM_PARAMETER)[arch]
+    """SSM parameter holding the machine image: the Deep Learning AMI on GPU nodes, Ubuntu on CPU nodes
+    (catalog/data/aws_deploy.yaml)."""
+    return load_aws_deploy().image_parameter(gpu=bool(plan.deployment.gpu), cpu_arch=plan.deployment.cpu_arch)
 
 
 def encode_user_data(text: str) -> str:
