@@ -447,10 +447,11 @@ def load_plan(path: Path | str) -> Plan:
     The digest is required: it catches accidental edits and truncation. It is not a signature (anyone who edits
     the plan can recompute it); the character sets and ranges above are what keep an edited plan harmless.
     """
-    from infragen.validation import load_yaml_file, validate_file_data
+    from infragen.validation import load_json_file, validate_file_data
 
     path = Path(path)
-    data = load_yaml_file(path, what="plan file")  # JSON is YAML: same budgets, and line numbers in errors
+    # A JSON parser, not YAML's: YAML 1.1 reads `1e-05` (json.dumps' spelling) as a string.
+    data = load_json_file(path, what="plan file")
     if isinstance(data, dict) and "digest" not in data:
         raise InputError(f"{path}: digest: required field missing (a plan written by `infragen plan --out` "
                          "carries one; without it an edited plan cannot be told from the reviewed one)",

@@ -23,6 +23,11 @@ def load_yaml_file(path: Path, *, what: str = "YAML file") -> Any:
     return safe_load.load_yaml_file(path, what=what)
 
 
+def load_json_file(path: Path, *, what: str = "JSON file") -> Any:
+    """Read and parse a JSON file within the budgets (unique keys, finite numbers, bounded nesting)."""
+    return safe_load.load_json_file(path, what=what)
+
+
 def parse_yaml_text(text: str, path: Path | str) -> Any:
     """Parse YAML (or JSON) text within the budgets; failures are InputErrors with file, line and column."""
     return safe_load.parse_yaml_text(text, path)

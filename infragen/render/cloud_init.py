@@ -90,7 +90,10 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None) 
         {"path": path, "mode": mode, "content": env.get_template(template).render(context).rstrip("\n") + "\n"}
         for path, mode, template in _files(plan, role)
     ]
-    text = env.get_template("cloud-config.yaml.j2").render({**context, "files": files})
+    # cloud-init's write_files entries, laid out by a YAML dumper: no file content can end a block or add a key.
+    write_files = [{"path": f["path"], **({"permissions": f["mode"]} if f["mode"] != "0644" else {}),
+                    "content": f["content"]} for f in files]
+    text = env.get_template("cloud-config.yaml.j2").render({**context, "write_files": write_files})
     _self_check(text, files)
     return text
 
@@ -286,7 +289,27 @@ def _environment() -> jinja2.Environment:
     env.filters["systemd_env"] = systemd_env_quote
     env.filters["env_value"] = env_file_quote
     env.filters["yaml_str"] = lambda v: yaml.safe_dump(str(v), default_style="'").strip().removesuffix("\n...")
+    env.filters["to_yaml"] = to_yaml
     return env
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """SafeDumper writing multi-line strings as `|` blocks (readable user-data; PyYAML falls back to quoting
+    when a block cannot hold the text exactly)."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
+def to_yaml(value: object) -> str:
+    """YAML for `value`, written by a YAML dumper (never by string templating), without a trailing newline."""
+    return yaml.dump(value, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False, allow_unicode=False,
+                     width=1 << 20).rstrip("\n")
 
 
 def shell_quote(value: object) -> str:

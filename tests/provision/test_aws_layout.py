@@ -147,6 +147,28 @@ def test_weights_bucket() -> None:
     assert weights_bucket(make_plan("single", "aws")) is None
 
 
+@pytest.mark.parametrize("uri", ["s3://*/*", "s3://models/*", "s3://models/", "s3://models", "s3://mo*/x",
+                                 "s3://models/a/../b", "s3://models/a?/b", "oss://models/x"])
+def test_weights_bucket_refuses_wildcards_and_whole_buckets(uri: str) -> None:
+    # A plan built in-process skips load_plan's checks; the grant itself refuses what is not concrete.
+    plan = with_updates(make_plan("single", "aws"), "model", weights_source="s3", weights_uri=uri)
+    with pytest.raises(InputError, match="concrete bucket and prefix"):
+        weights_bucket(plan)
+
+
+def test_node_role_reads_exactly_the_weights_prefix() -> None:
+    import json
+
+    from infragen.provision.aws.secrets import _policy
+
+    doc = json.loads(_policy("arn:hf", "arn:api", "aws", ("models", "qwen/7b")))
+    read = next(s for s in doc["Statement"] if s["Sid"] == "ReadWeights")
+    listing = next(s for s in doc["Statement"] if s["Sid"] == "ListWeights")
+    assert read["Resource"] == ["arn:aws:s3:::models/qwen/7b/*"] and read["Action"] == ["s3:GetObject"]
+    assert listing["Resource"] == ["arn:aws:s3:::models"]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["qwen/7b/*", "qwen/7b"]}}
+
+
 @given(st.text(min_size=1, max_size=60))
 def test_name_stem_is_dns_safe_and_short(workload: str) -> None:
     plan = make_plan("single", "aws").model_copy(update={"workload": workload})

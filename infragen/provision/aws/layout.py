@@ -14,6 +14,7 @@ from typing import Literal
 
 from infragen.catalog.aws_deploy import load_aws_deploy
 from infragen.errors import InputError
+from infragen.identifiers import OBJECT_URI_RE
 from infragen.plan import Plan
 from infragen.provision.common import engine_ports
 
@@ -182,7 +183,10 @@ def weights_bucket(plan: Plan) -> tuple[str, str] | None:
     if plan.model.weights_source != "s3":
         return None
     uri = plan.model.weights_uri
-    if not uri.startswith("s3://"):
-        raise InputError(f"model weights_uri {uri!r} does not start with s3://")
-    bucket, _, prefix = uri[len("s3://"):].partition("/")
-    return bucket, prefix.strip("/")
+    # The node role is granted exactly this bucket and prefix: both must be concrete (no wildcard, no `..`,
+    # no empty prefix that would open the whole bucket), whatever built the plan.
+    match = OBJECT_URI_RE.fullmatch(uri)
+    if match is None or match.group(1) != "s3":
+        raise InputError(f"model weights_uri {uri!r} is not s3://BUCKET/PREFIX with a concrete bucket and prefix",
+                         fix="name the bucket and the folder of the checkpoint, e.g. s3://my-models/llama-3.1-8b/")
+    return match.group(2), match.group(3).strip("/")
