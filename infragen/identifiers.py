@@ -98,6 +98,15 @@ EnvValue = Annotated[str, _gate("environment value", r"[A-Za-z0-9 ._,:/=+-]{0,25
                                 "letters, digits, spaces and ._,:/=+- (NCCL_NET=AWS Libfabric)")]
 #: Short free text shown to people only (display names, reasons): any printable text, bounded.
 Text = Annotated[str, _gate("text", r"[^\x00-\x1f\x7f]{0,2000}", "printable text of at most 2000 characters")]
+#: An http(s) base URL (PyPI mirror, HF_ENDPOINT): a host, an optional port and a plain path; nothing a shell,
+#: unit file or pip would interpret.
+HTTP_URL_PATTERN = r"https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]{0,200})?"
+HttpUrl = Annotated[str, _gate("URL", HTTP_URL_PATTERN, "an http(s) base URL such as https://mirror.example/simple")]
+#: A host name (pip's --trusted-host).
+HostName = Annotated[str, _gate("host name", r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?::[0-9]{1,5})?",
+                                "a host name such as mirrors.example.com")]
+#: A dotted release number (driver, CUDA, cuDNN versions).
+ReleaseNumber = Annotated[str, _gate("release number", r"[0-9][0-9A-Za-z.+_-]{0,31}", "digits and dots (550.127.08)")]
 #: infragen's own version string.
 Version = Annotated[str, _gate("version", r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,39}", "a version such as 0.1.0")]
 

@@ -29,10 +29,13 @@ from infragen.identifiers import (
     EnvName,
     EnvValue,
     FileName,
+    HostName,
+    HttpUrl,
     InstanceType,
     ModelId,
     NodePath,
     RegionId,
+    ReleaseNumber,
     SecretName,
     Text,
     UrlPath,
@@ -310,15 +313,15 @@ class Alternative(_Frozen):
 class GpuDriverPlan(_Frozen):
     """NVIDIA driver the first boot installs with Alibaba's auto-install script (system images carry none)."""
 
-    driver_version: str
+    driver_version: ReleaseNumber
     """NVIDIA driver version, e.g. `550.127.08` (matches the CUDA runtime of the pinned engine's wheels)."""
-    cuda_version: str
+    cuda_version: ReleaseNumber
     """CUDA toolkit the script installs with it."""
-    cudnn_version: str
+    cudnn_version: ReleaseNumber
     """cuDNN the script installs with it."""
-    installer: str
+    installer: FileName
     """Script name under the region's `source-address` metadata item (`auto_install_v4.0.sh`)."""
-    installer_path: str
+    installer_path: UrlPath
     """Path of the script under that address (`/opsx/ecs/linux/binary/script/`)."""
     erdma: bool = False
     """Also install the eRDMA software stack (multi-node replicas over eRDMA)."""
@@ -332,11 +335,11 @@ class BootstrapPlan(_Frozen):
 
     gpu_driver: GpuDriverPlan | None = None
     """Driver to install at first boot when the image has none; None = the image must provide it."""
-    pip_index_url: str | None = None
+    pip_index_url: HttpUrl | None = None
     """PyPI mirror every pip install on the node uses (Alibaba: the in-VPC mirror); None = PyPI."""
-    pip_trusted_host: str | None = None
+    pip_trusted_host: HostName | None = None
     """Host pip trusts for that mirror (plain-HTTP in-VPC mirrors); None = none."""
-    hf_endpoint: str | None = None
+    hf_endpoint: HttpUrl | None = None
     """HF_ENDPOINT for Hugging Face downloads (a mirror of the Hub); None = huggingface.co."""
     download_mbit_s: float | None = None
     """Bandwidth each node gets for downloading weights from the internet when it is the bottleneck (all nodes

@@ -16,6 +16,7 @@ from infragen.architecture import ModelArchitecture
 from infragen.errors import InputError
 from infragen.identifiers import (
     HF_REPO_RE,
+    HTTP_URL_PATTERN,
     WEIGHTS_RE,
     WORKLOAD_NAME_PATTERN,
     InstanceType,
@@ -40,7 +41,7 @@ ALL_PRECISIONS: tuple[str, ...] = Precision.__args__  # type: ignore[attr-define
 #: Formats that need a pre-quantized checkpoint in `weights` (vLLM quantizes only fp8 online).
 PREQUANTIZED_PRECISIONS: frozenset[str] = GGUF_PRECISIONS | {"int8", "int4-awq", "int4-gptq"}
 #: HF_ENDPOINT: an http(s) base URL with a host and nothing a shell or unit file would interpret.
-_ENDPOINT_RE = re.compile(r"https?://[A-Za-z0-9.-]{1,253}(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]{0,200})?")
+_ENDPOINT_RE = re.compile(HTTP_URL_PATTERN)
 
 KvCacheDtype = Literal["auto", "fp8"]
 Engine = Literal["vllm", "llama.cpp"]
