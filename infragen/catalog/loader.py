@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infragen.catalog.records import Accelerator, CpuModel, InstanceType, RegionPrice
+from infragen.catalog.regional import PRICES_FILE, REGIONS_FILE, parse_price_table, parse_regions, region_lists
 from infragen.errors import DataError, UnknownNameError
 from infragen.validation import validation_message
 
@@ -26,6 +27,8 @@ _FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 SCHEMA_VERSION = 1
 DATA_FILES: tuple[str, ...] = ("accelerators.yaml", "cpus.yaml", "aws.yaml", "alicloud.yaml")
+#: Read when present: the regions each cloud has and the compact price table of every region.
+OPTIONAL_FILES: tuple[str, ...] = (REGIONS_FILE, PRICES_FILE)
 Cloud = Literal["aws", "alicloud"]
 CLOUDS: tuple[str, ...] = ("aws", "alicloud")
 
@@ -93,6 +96,8 @@ class Catalog:
     """CNY->USD rate used for Alibaba prices (stated once in alicloud.yaml)."""
     fx_source: str
     """Where and when that rate was read."""
+    region_lists: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Every region of each cloud (regions.yaml), priced or not; empty in tiny test catalogs."""
     _by_type: Mapping[str, InstanceType] = field(init=False, repr=False, compare=False)
     _gpu_names: Mapping[str, str] = field(init=False, repr=False, compare=False)
 
@@ -144,6 +149,12 @@ class Catalog:
         if cloud not in CLOUDS:
             raise UnknownNameError("cloud", cloud, CLOUDS)
         return sorted({p.region for i in self.instances if i.cloud == cloud for p in i.prices})
+
+    def known_regions(self, cloud: str) -> list[str]:
+        """Every region of `cloud` infragen knows (regions.yaml), plus any priced one, sorted."""
+        if cloud not in CLOUDS:
+            raise UnknownNameError("cloud", cloud, CLOUDS)
+        return sorted(set(self.region_lists.get(cloud, ())) | set(self.regions(cloud)))
 
 
 # ---------------------------------------------------------------------------------------------- building
@@ -297,6 +308,19 @@ def _build(texts: Mapping[str, tuple[str, str]]) -> Catalog:
         if cloud == "alicloud":
             usd_per_cny, fx_source = inst_file.usd_per_cny or DEFAULT_USD_PER_CNY, inst_file.fx_source or ""
     where["instances"] = " / ".join(texts[f"{c}.yaml"][0] for c in CLOUDS)
+    regions = parse_regions(*texts[REGIONS_FILE]) if REGIONS_FILE in texts else None
+    if PRICES_FILE in texts:
+        if regions is None:
+            raise DataError(f"{texts[PRICES_FILE][0]}: needs {REGIONS_FILE} (its price_sources and region lists)")
+        instances = _with_regional(instances, parse_price_table(*texts[PRICES_FILE], regions), texts[PRICES_FILE][0],
+                                   usd_per_cny)
+    if regions is not None:
+        lists = region_lists(regions)
+        stray = sorted({f"{i.cloud}/{p.region}" for i in instances for p in i.prices
+                        if p.region not in lists.get(i.cloud, ())})
+        if stray:
+            raise DataError(f"{texts[REGIONS_FILE][0]}: priced regions missing from the region lists: "
+                            f"{', '.join(stray)}")
     _check(accs.accelerators, cps.cpus, instances, where)
     return Catalog(
         accelerators=MappingProxyType({a.id: a for a in accs.accelerators}),
@@ -304,7 +328,28 @@ def _build(texts: Mapping[str, tuple[str, str]]) -> Catalog:
         instances=tuple(instances),
         usd_per_cny=usd_per_cny,
         fx_source=fx_source,
+        region_lists=MappingProxyType(dict(region_lists(regions))),
     )
+
+
+def _with_regional(instances: list[InstanceType], table: Mapping[tuple[str, str], list[RegionPrice]], label: str,
+                   usd_per_cny: float) -> list[InstanceType]:
+    """Append the price table's rows to their instance types (Alibaba CNY converted like the YAML prices)."""
+    known = {(i.cloud, i.id) for i in instances}
+    unknown = sorted(f"{cloud}/{itype}" for cloud, itype in table if (cloud, itype) not in known)
+    if unknown:
+        raise DataError(f"{label}: instance types not in the catalog: {', '.join(unknown[:5])}")
+    out: list[InstanceType] = []
+    for inst in instances:
+        rows = table.get((inst.cloud, inst.id))
+        if not rows:
+            out.append(inst)
+            continue
+        if inst.cloud == "alicloud":
+            rows = [p if p.on_demand_cny_per_hour is None else p.model_copy(
+                update={"on_demand_usd_per_hour": round(p.on_demand_cny_per_hour * usd_per_cny, 6)}) for p in rows]
+        out.append(inst.model_copy(update={"prices": [*inst.prices, *rows]}))
+    return out
 
 
 @functools.cache
@@ -312,7 +357,7 @@ def load_catalog() -> Catalog:
     """The packaged catalog (infragen/catalog/data/*.yaml), validated once per process."""
     base = resources.files("infragen.catalog") / "data"
     texts = {name: (f"infragen/catalog/data/{name}", (base / name).read_text(encoding="utf-8"))
-             for name in DATA_FILES}
+             for name in DATA_FILES + OPTIONAL_FILES if (base / name).is_file()}
     return _build(texts)
 
 
@@ -328,6 +373,9 @@ def load_catalog_dir(path: Path | str) -> Catalog:
             raise DataError(f"{file}: file not found (a catalog directory holds {', '.join(DATA_FILES)})") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise DataError(f"{file}: cannot read: {exc}") from None
+    for name in OPTIONAL_FILES:
+        if (root / name).is_file():
+            texts[name] = (str(root / name), (root / name).read_text(encoding="utf-8"))
     return _build(texts)
 
 

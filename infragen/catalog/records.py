@@ -145,6 +145,8 @@ class RegionPrice(_Record):
     """Date of the price (YYYY-MM-DD)."""
     spot_source: str | None = None
     """Where the spot price was read, when it differs from `source` (None = no spot price or same source)."""
+    zones: list[str] = Field(default_factory=list)
+    """Availability zones the source lists this type in (AWS zone ids such as `use1-az4`); empty = not stated."""
 
 
 class InstanceType(_Record):

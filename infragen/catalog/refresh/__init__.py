@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from infragen.catalog.loader import DATA_FILES, dump_data_file, load_catalog_dir
+from infragen.catalog.loader import DATA_FILES, OPTIONAL_FILES, dump_data_file, load_catalog_dir
 
 Progress = Callable[[str, int, int], None]
 
@@ -27,8 +27,9 @@ def write_reviewed(name: str, content: dict[str, Any], out: Path | None) -> Path
     """Write one data file after checking that the whole catalog still loads with it; returns its path."""
     source_dir = packaged_data_dir()
     with tempfile.TemporaryDirectory() as tmp:
-        for other in DATA_FILES:
-            shutil.copy(source_dir / other, Path(tmp) / other)
+        for other in DATA_FILES + OPTIONAL_FILES:
+            if (source_dir / other).is_file():
+                shutil.copy(source_dir / other, Path(tmp) / other)
         (Path(tmp) / name).write_text(dump_data_file(content), encoding="utf-8")
         load_catalog_dir(tmp)  # raises DataError naming the field if the refresh produced bad data
     target_dir = out or source_dir
