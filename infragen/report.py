@@ -5,11 +5,26 @@ Formatting only; every figure comes from the Plan.
 
 from __future__ import annotations
 
-from infragen.plan import Plan
+from infragen.plan import Alternative, Plan
+
+#: What an unpriced candidate shows instead of a cost (never $0).
+NO_PRICE = "no price; give one with `prices:` in the workload or `infragen plan --prices FILE`"
 
 
 def _money(x: float | None) -> str:
     return "n/a" if x is None else f"${x:,.0f}"
+
+
+def _unpriced(a: Alternative) -> bool:
+    """A candidate that lost only for want of a price (listed apart, never as $0)."""
+    return a.usd_per_month is None and a.rejected_because.startswith("no ") and " price " in a.rejected_because
+
+
+def _cost(plan: Plan) -> str:
+    c = plan.cost
+    if not c.usd_per_hour:
+        return NO_PRICE
+    return f"{_money(c.usd_per_month)}/month"
 
 
 def _rows(plan: Plan) -> list[list[str]]:
@@ -18,6 +33,8 @@ def _rows(plan: Plan) -> list[list[str]]:
              _money(c.usd_per_month if c.usd_per_hour else None), f"{plan.estimate.ttft_ms:.0f}",
              f"{plan.estimate.tpot_ms:.1f}", "cheapest meeting every constraint"]]
     for a in plan.alternatives:
+        if _unpriced(a):
+            continue
         rows.append(["", a.instance_type, a.region, a.engine, a.precision, f"{a.tp}/{a.pp}",
                      "-" if a.replicas is None else str(a.replicas), _money(a.usd_per_month),
                      "-" if a.ttft_ms is None else f"{a.ttft_ms:.0f}", "-" if a.tpot_ms is None else f"{a.tpot_ms:.1f}",
@@ -45,7 +62,7 @@ def render_text(plan: Plan) -> str:
         f"At peak:    TTFT {est.ttft_ms:.0f} ms, TPOT {est.tpot_ms:.1f} ms, E2E {est.e2e_ms / 1000:.1f} s "
         f"(±{est.relative_uncertainty:.0%}); {est.output_tokens_per_s:,.0f} output tokens/s; capacity "
         f"{est.capacity_requests_per_s:.2f} req/s per replica; utilisation {est.utilisation:.0%}",
-        f"Cost:       {_money(c.usd_per_month)}/month at {c.pricing} (on-demand {_money(c.on_demand_usd_per_month)}, "
+        f"Cost:       {_cost(plan)} at {c.pricing} (on-demand {_money(c.on_demand_usd_per_month)}, "
         f"spot {_money(c.spot_usd_per_month)}); {c.price_source}",
         f"Storage:    {s.kind} for {s.required_gib} GiB"
         + (f" ({s.volume_gib} GiB {s.volume_type})" if s.kind == "volume" else f" ({s.nvme_devices} NVMe)"),
@@ -61,6 +78,10 @@ def render_text(plan: Plan) -> str:
     lines += ["", "Candidates:"]
     for r in rows:
         lines.append("  " + "  ".join(r[i].ljust(widths[i]) for i in range(len(widths))) + "  " + r[-1])
+    unpriced = [a for a in plan.alternatives if _unpriced(a)]
+    if unpriced:
+        lines += ["", f"Unpriced ({NO_PRICE}):",
+                  *[f"  {a.instance_type} in {a.cloud}/{a.region}: {a.rejected_because}" for a in unpriced]]
     return "\n".join(lines) + "\n"
 
 
@@ -68,14 +89,14 @@ def render_markdown(plan: Plan) -> str:
     d, c, est = plan.deployment, plan.cost, plan.estimate
     gpu = f"{d.gpus_per_node} x {d.gpu}" if d.gpu else "CPU only"
     out = [
-        f"### `{plan.workload}`: {d.nodes} x `{d.instance_type}` ({gpu}), {_money(c.usd_per_month)}/month",
+        f"### `{plan.workload}`: {d.nodes} x `{d.instance_type}` ({gpu}), {_cost(plan)}",
         "",
         "| | |", "|---|---|",
         f"| deployment | {d.cloud} {d.region}, {d.replicas} replica(s), tp={d.tp} pp={d.pp}, "
         f"{d.engine} {d.precision} |",
         f"| latency at peak | TTFT {est.ttft_ms:.0f} ms, TPOT {est.tpot_ms:.1f} ms (±{est.relative_uncertainty:.0%}) |",
         f"| capacity | {est.capacity_requests_per_s:.2f} req/s per replica, utilisation {est.utilisation:.0%} |",
-        f"| cost | {_money(c.usd_per_month)}/month {c.pricing}; on-demand {_money(c.on_demand_usd_per_month)}, "
+        f"| cost | {_cost(plan)} {c.pricing}; on-demand {_money(c.on_demand_usd_per_month)}, "
         f"spot {_money(c.spot_usd_per_month)} |",
         f"| digest | `{plan.digest}` |",
         "",
@@ -83,6 +104,9 @@ def render_markdown(plan: Plan) -> str:
         "|" + "---|" * len(HEADER),
         *["| " + " | ".join(x.replace("|", "/") for x in r) + " |" for r in _rows(plan)],
     ]
+    unpriced = [a for a in plan.alternatives if _unpriced(a)]
+    if unpriced:
+        out += ["", f"Unpriced ({NO_PRICE}): " + ", ".join(f"`{a.instance_type}` in {a.region}" for a in unpriced)]
     if plan.warnings:
         out += ["", *[f"> {w}" for w in plan.warnings]]
     return "\n".join(out) + "\n"

@@ -142,6 +142,33 @@ class FamilyFilter(_Strict):
         return _as_list(value)
 
 
+class PriceOverride(_Strict):
+    """Your own hourly price for one instance type in one region (a quote, a discount, a savings plan)."""
+
+    instance_type: Annotated[str, Field(min_length=1)]
+    """Instance type as the cloud names it (`p5.48xlarge`, `ecs.gn8v-4x.24xlarge`)."""
+    region: Annotated[str, Field(min_length=1)]
+    """Region the price applies to."""
+    on_demand_usd_per_hour: PositiveFloat | None = None
+    """On-demand / pay-as-you-go price, USD per hour."""
+    on_demand_cny_per_hour: PositiveFloat | None = None
+    """Alibaba pay-as-you-go price in CNY per hour (converted at the catalog's stated rate)."""
+    spot_usd_per_hour: PositiveFloat | None = None
+    """Spot price, USD per hour."""
+    note: str = ""
+    """Where the price comes from (a quote number, a contract); recorded in the plan."""
+
+    @model_validator(mode="after")
+    def _one_price(self) -> PriceOverride:
+        if self.on_demand_usd_per_hour is None and self.on_demand_cny_per_hour is None and (
+                self.spot_usd_per_hour is None):
+            raise conflict("on_demand_usd_per_hour", "give at least one of on_demand_usd_per_hour, "
+                           "on_demand_cny_per_hour or spot_usd_per_hour")
+        if self.on_demand_usd_per_hour is not None and self.on_demand_cny_per_hour is not None:
+            raise conflict("on_demand_cny_per_hour", "give the on-demand price in USD or in CNY, not both")
+        return self
+
+
 class WorkloadSpec(_Strict):
     """One model to serve, its traffic and objectives, and where it may run."""
 
@@ -189,6 +216,9 @@ class WorkloadSpec(_Strict):
     cost reported as unknown). Useful on Alibaba Cloud, where some GPU families are sold through sales."""
     port: int = Field(default=8000, ge=1024, le=65535)
     """Port the engine listens on inside the private network (the load balancer forwards to it)."""
+    prices: list[PriceOverride] = Field(default_factory=list)
+    """Your own hourly prices by instance type and region; they replace or add to the catalog's and the plan
+    records each one used (`infragen plan --prices FILE` adds more from a file)."""
 
     @field_validator("model", mode="before")
     @classmethod

@@ -14,7 +14,10 @@ import yaml
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "markdown"]), default="table",
               show_default=True, help="Output format (markdown is for pull-request comments).")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the plan JSON here.")
-def plan(workload: Path, fmt: str, out: Path | None) -> None:
+@click.option("--prices", type=click.Path(path_type=Path), default=None,
+              help="YAML file of your own hourly prices (`prices: [{instance_type, region, on_demand_usd_per_hour}]`);"
+                   " added to the workload's `prices:`, recorded in the plan.")
+def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None) -> None:
     """Choose the cheapest deployment of WORKLOAD meeting every SLO. Offline; creates nothing.
 
     Exit status: 0 planned, 2 invalid input, 3 infeasible (with what would make it possible).
@@ -23,7 +26,7 @@ def plan(workload: Path, fmt: str, out: Path | None) -> None:
     from infragen.report import render_markdown, render_text
     from infragen.sizing import plan_file
 
-    result = plan_file(workload)
+    result = plan_file(workload, prices=prices)
     if out is not None:
         write_text_file(out, result.to_json())
     if fmt == "json":

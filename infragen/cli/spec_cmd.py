@@ -23,11 +23,14 @@ from infragen.spec import FamilyFilter, SloSpec, TrafficSpec, WorkloadSpec, load
 @click.argument("workload", type=click.Path(path_type=Path))
 def validate(workload: Path) -> None:
     """Check WORKLOAD (a workload.yaml): schema, contradictions and that the model is known."""
+    from infragen.catalog import load_catalog
     from infragen.catalog.models import resolve_model
+    from infragen.sizing.scope import apply_price_overrides, check_scope
 
     spec = load_spec(workload)
     arch = resolve_model(spec.model, base_dir=workload.parent, where=f"{workload}: model")
     spec.check_model(arch, path=workload)
+    check_scope(spec, apply_price_overrides(load_catalog(), spec.prices, where=str(workload)), where=str(workload))
     click.echo(f"{workload}: ok ({arch.display_name or arch.id}, precision {', '.join(spec.precision)})")
 
 

@@ -36,6 +36,7 @@ from infragen.sizing.estimate import (
     hardware_from_instance,
     load_hardware_file,
 )
+from infragen.sizing.scope import OVERRIDE_SOURCE, apply_price_overrides, check_scope, load_price_file
 from infragen.sizing.search import (
     Candidate,
     Estimator,
@@ -57,16 +58,26 @@ GPU_MEMORY_UTILIZATION = 0.9
 MAX_ALTERNATIVES = 8
 
 
-def plan_file(path: Path | str, *, catalog: Catalog | None = None) -> Plan:
-    """Load a workload file, resolve its model relative to the file, and plan it."""
+def plan_file(path: Path | str, *, catalog: Catalog | None = None, prices: Path | None = None) -> Plan:
+    """Load a workload file, resolve its model relative to the file, and plan it.
+
+    `prices`: a `--prices` file whose entries are added to the workload's own `prices:` (exit 2 when one
+    names an unknown type or region). Regions and family filters are checked first (exit 2 with the reason).
+    """
     from infragen.catalog.models import resolve_model
 
     path = Path(path)
     spec = load_spec(path)
     model = resolve_model(spec.model, base_dir=path.parent, where=f"{path}: model")
     spec.check_model(model, path=path)
-    return plan_workload(spec, catalog=catalog or load_catalog(), model=model,
-                         workload_name=spec.resolved_name(path))
+    catalog = catalog or load_catalog()
+    catalog = apply_price_overrides(catalog, spec.prices, where=str(path))
+    if prices is not None:
+        extra = load_price_file(prices)
+        catalog = apply_price_overrides(catalog, extra, where=str(prices))
+        spec = spec.model_copy(update={"prices": [*spec.prices, *extra]})
+    check_scope(spec, catalog, where=str(path))
+    return plan_workload(spec, catalog=catalog, model=model, workload_name=spec.resolved_name(path))
 
 
 def plan_workload(spec: WorkloadSpec, *, catalog: Catalog, model: ModelArchitecture, workload_name: str,
@@ -147,7 +158,10 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     if slow:
         warnings.append(slow)
     if c.usd_per_hour is None:
-        warnings.append(f"{inst.id} has no price in the catalog: cost unknown (allow_unpriced)")
+        warnings.append(f"{inst.id} has no price in {c.cloud}/{c.region}: cost unknown (allow_unpriced); give one "
+                        "with `prices:` in the workload or `infragen plan --prices FILE`")
+    elif c.price_source.startswith(OVERRIDE_SOURCE):
+        warnings.append(f"priced with your own price for {inst.id} in {c.region}, not the catalog's: {c.price_source}")
     warnings.extend(n for n in est.notes if n not in warnings)
     if est.relative_uncertainty >= 0.3:
         warnings.append(f"estimates in regime {est.regime} carry a ±{est.relative_uncertainty:.0%} band")
