@@ -165,7 +165,7 @@ def test_a_bug_is_an_internal_error_exit_70_without_traceback(monkeypatch: pytes
                                                                tmp_path: Path) -> None:
     import infragen.sizing
 
-    def broken(path: object) -> None:
+    def broken(path: object, **_: object) -> None:
         raise ZeroDivisionError("x" * 10_000)
 
     monkeypatch.setattr(infragen.sizing, "plan_file", broken)
