@@ -146,6 +146,15 @@ def convert_gpus(rows: list[dict[str, str]], supplements: dict[str, Any]) -> lis
             "driver_memory_mib": driver_mib.get(gpu_id),
             "driver_memory_source": driver["source"] if gpu_id in driver_mib else None,
         }))
+    figures: dict[str, dict[str, Any]] = supplements.get("accelerator_figures", {})
+    for record in out:
+        extra = dict(figures.get(record["id"], {}))
+        if extra:
+            record["source"] = f"{record['source']}; {' '.join(extra.pop('source').split())}"
+            note = extra.pop("notes", "")
+            if note:
+                record["notes"] = f"{record['notes']} {' '.join(note.split())}".strip()
+            record.update(extra)
     out += supplements.get("extra_accelerators", [])
     return out
 
