@@ -354,8 +354,16 @@ def _with_regional(instances: list[InstanceType], table: Mapping[tuple[str, str]
 
 @functools.cache
 def load_catalog() -> Catalog:
-    """The packaged catalog (infragen/catalog/data/*.yaml), validated once per process."""
+    """The packaged catalog, read once per process: the pre-built data/catalog.json when present (its test keeps it
+    equal to the YAML/CSV sources), else built from those sources."""
     base = resources.files("infragen.catalog") / "data"
+    compact = base / "catalog.json"
+    if compact.is_file():
+        import json
+
+        from infragen.catalog.compact import catalog_from_compact
+
+        return catalog_from_compact(json.loads(compact.read_text(encoding="utf-8")))
     texts = {name: (f"infragen/catalog/data/{name}", (base / name).read_text(encoding="utf-8"))
              for name in DATA_FILES + OPTIONAL_FILES if (base / name).is_file()}
     return _build(texts)
