@@ -32,9 +32,14 @@ def catalog_rows(
     """One row per instance type x region price; unpriced types (without --region) get region/price None."""
     if region is not None:
         clouds = [cloud] if cloud else ["aws", "alicloud"]
-        known = sorted({r for c in clouds for r in catalog.regions(c)})
+        known = sorted({r for c in clouds for r in catalog.known_regions(c)})
         if region not in known:
             raise UnknownNameError("region", region, known, where="--region")
+        priced = sorted({r for c in clouds for r in catalog.regions(c)})
+        if region not in priced:
+            raise InputError(f"--region: {region!r} is a known region, but the catalog has no price there "
+                             f"(priced regions: {', '.join(priced)})",
+                             fix="plan there with your own price: `prices:` in the workload or --prices FILE")
     gpu_id = catalog.accelerator(gpu).id if gpu else None
     rows: list[dict[str, Any]] = []
     for inst in catalog.instances_for(cloud, region):
@@ -70,11 +75,11 @@ def _rows_of(inst: InstanceType, region: str | None) -> Iterator[dict[str, Any]]
     prices = [p for p in inst.prices if region is None or p.region == region]
     if not prices:
         yield {**base, "region": None, "usd_per_hour": None, "spot_usd_per_hour": None, "cny_per_hour": None,
-               "price_as_of": None, "price_source": None}
+               "price_as_of": None, "price_source": None, "zones": []}
     for p in prices:
         yield {**base, "region": p.region, "usd_per_hour": p.on_demand_usd_per_hour,
                "spot_usd_per_hour": p.spot_usd_per_hour, "cny_per_hour": p.on_demand_cny_per_hour,
-               "price_as_of": p.as_of, "price_source": p.source}
+               "price_as_of": p.as_of, "price_source": p.source, "zones": list(p.zones)}
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -130,20 +135,27 @@ GPU_COLUMNS = [
     ("id", "id", 0), ("memory_gib", "mem_gib", 0), ("memory_bandwidth_gb_per_s", "bw_gb_s", 0),
     ("bf16_tflops", "bf16_tflops", 1), ("fp16_tflops", "fp16_tflops", 1), ("fp8_tflops", "fp8_tflops", 1),
     ("int8_tops", "int8_tops", 1), ("interconnect", "link", 0), ("interconnect_gb_per_s", "link_gb_s", 0),
-    ("confidence", "confidence", 0), ("aliases", "aliases", 0),
+    ("confidence", "confidence", 0), ("missing", "missing figure: blocks", 0),
 ]
 
 
 @catalog.command("gpus")
 @click.option("--format", "fmt", type=FORMAT_CHOICE, default="table", show_default=True)
 def gpus(fmt: str) -> None:
-    """List the accelerators: memory, bandwidth, dense tensor throughput, interconnect ('-' = no sourced figure)."""
+    """List the accelerators: memory, bandwidth, dense tensor throughput, interconnect ('-' = no sourced figure),
+    and what each missing figure stops the planner from doing."""
+    from infragen.sizing.gaps import figure_gaps
+
     accs = list(load_catalog().accelerators.values())
     if fmt == "json":
-        click.echo(json.dumps([a.model_dump(mode="json") for a in accs], indent=2))
+        click.echo(json.dumps([{**a.model_dump(mode="json"), "missing_figures": [
+            {"figure": g.figure, "blocks": g.blocks} for g in figure_gaps(a)]} for a in accs], indent=2))
         return
-    rows = [{**a.model_dump(), "aliases": ",".join(a.aliases) or None} for a in accs]
+    rows = [{**a.model_dump(), "missing": "; ".join(f"{g.figure}: {g.blocks}" for g in figure_gaps(a)
+                                                     if not g.blocks.startswith("nothing")) or None}
+            for a in accs]
     click.echo(_table(rows, GPU_COLUMNS))
+    click.echo("\nAliases: " + "; ".join(f"{a.id}={','.join(a.aliases)}" for a in accs if a.aliases))
 
 
 @catalog.command("refresh")

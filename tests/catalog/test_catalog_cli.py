@@ -99,3 +99,32 @@ def test_rows_are_sorted_cheapest_first_within_a_region() -> None:
     rows = catalog_rows(load_catalog(), cloud="aws", region="us-east-1")
     prices = [r["usd_per_hour"] for r in rows if r["usd_per_hour"] is not None]
     assert prices == sorted(prices)
+
+
+def test_gpus_show_missing_figures_and_what_they_block(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "catalog", "gpus", "--format", "json")
+    assert code == 0
+    by_id = {g["id"]: g for g in json.loads(out)}
+    h20 = {m["figure"]: m["blocks"] for m in by_id["h20-96gb"]["missing_figures"]}
+    assert h20["fp8_tflops"] == "fp8 weights and fp8 KV cache"
+    gn7e = {m["figure"] for m in by_id["alibaba-gn7e-80gb"]["missing_figures"]}
+    assert {"memory_bandwidth_gb_per_s", "fp16_tflops/bf16_tflops"} <= gn7e
+    assert not any(m["figure"] == "memory_bandwidth_gb_per_s" for m in by_id["a10g-24gb"]["missing_figures"])
+    code, out, _ = run(capsys, "catalog", "gpus")
+    assert code == 0 and "missing figure: blocks" in out and "never planned" in out
+
+
+def test_region_known_but_unpriced_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "catalog", "--region", "af-south-1")
+    assert code == 2 and "'af-south-1' is a known region, but the catalog has no price there" in err
+    code, _, err = run(capsys, "catalog", "--region", "eu-wset-1")
+    assert code == 2 and "did you mean 'eu-west-1'" in err
+
+
+def test_json_lists_every_region_a_type_is_priced_in_with_zones(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "catalog", "--cloud", "aws", "--format", "json")
+    assert code == 0
+    rows = [r for r in json.loads(out) if r["instance_type"] == "g5.xlarge" and r["usd_per_hour"]]
+    assert len({r["region"] for r in rows}) >= 15
+    euw1 = next(r for r in rows if r["region"] == "eu-west-1")
+    assert euw1["zones"] == ["euw1-az1", "euw1-az2", "euw1-az3"] and euw1["usd_per_hour"] == 1.123

@@ -36,6 +36,10 @@ def write_reviewed(name: str, content: dict[str, Any], out: Path | None) -> Path
     target_dir.mkdir(parents=True, exist_ok=True)
     target = target_dir / name
     target.write_text(dump_data_file(content), encoding="utf-8")
+    if out is None:  # the packaged data changed: the pre-built catalog.json follows it
+        from infragen.catalog import compact
+
+        compact.main([])
     return target
 
 

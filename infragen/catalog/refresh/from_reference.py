@@ -399,6 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {', '.join(n for n in DATA_FILES if n != 'cpus.yaml')} to {out}: "
           f"{len(catalog.accelerators)} accelerators, {len(catalog.instances_for('aws'))} AWS and "
           f"{len(catalog.instances_for('alicloud'))} Alibaba instance types")
+    if args.out is None:  # the packaged data changed: the pre-built catalog.json follows it
+        from infragen.catalog import compact
+
+        return compact.main([])
     return 0
 
 

@@ -113,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if same else 1
     target.write_text(text, encoding="utf-8")
     print(f"wrote {target}: {text.count(chr(10)) - 1} rows")
-    return 0
+    from infragen.catalog import compact
+
+    return compact.main([])  # the pre-built catalog.json follows its sources
 
 
 if __name__ == "__main__":
