@@ -64,6 +64,11 @@ class Accelerator(_Record):
     """Total memory the driver reports (nvidia-smi, cudaMemGetInfo), MiB; None = not sourced (label used)."""
     driver_memory_source: str | None = None
     """Where driver_memory_mib was read."""
+    compute_capability: str | None = Field(default=None, pattern=r"^(\d+\.\d+|gfx[0-9a-f]+)$")
+    """CUDA compute capability (`8.9`), or the AMD LLVM target (`gfx942`); None = not sourced. Decides which
+    engine wheels and quantization kernels run on the GPU (compat.yaml), never the architecture name."""
+    compute_capability_source: str | None = None
+    """Where compute_capability was read."""
 
     @model_validator(mode="after")
     def _power_cap_needs_a_lower_tdp(self) -> Accelerator:

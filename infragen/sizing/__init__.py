@@ -124,7 +124,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
             served_name=served, port=spec.port, tp=lay.tp, pp=lay.pp, max_model_len=mml, max_num_seqs=s.batch,
             gpu_memory_utilization=GPU_MEMORY_UTILIZATION, precision=lay.precision,
             kv_cache_dtype=spec.kv_cache_dtype, multi_node=lay.nodes_per_replica > 1, model=model,
-            gpu_architecture=s.hardware.accelerator.architecture if s.hardware.accelerator else "")
+            accelerator=s.hardware.accelerator)
         threads = None
         visible = [list(range(i * lay.tp, (i + 1) * lay.tp)) for i in range(lay.replicas_per_node)]
     else:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 from infragen.architecture import ModelArchitecture
+from infragen.catalog.compat import kernel_problem
 from infragen.catalog.engines import LLAMA_CPP_VERSION, VLLM_VERSION, load_engine_flags
+from infragen.catalog.records import Accelerator
 from infragen.errors import InfragenError
 from infragen.sizing.memory import vllm_profile_tokens
 
@@ -19,14 +21,10 @@ VLLM_QUANTIZATION: dict[str, str | None] = {
 }
 
 
-#: GPU generations without Marlin kernels (vLLM's Marlin needs compute capability >= 8.0).
-PRE_AMPERE = frozenset({"turing", "volta"})
-
-
 def vllm_argv(
     *, weights: str, served_name: str, port: int, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
     gpu_memory_utilization: float, precision: str, kv_cache_dtype: str, multi_node: bool,
-    model: ModelArchitecture, gpu_architecture: str,
+    model: ModelArchitecture, accelerator: Accelerator | None,
 ) -> list[str]:
     """`vllm serve ...` for one replica."""
     argv = ["vllm", "serve", weights, "--served-model-name", served_name, "--host", "0.0.0.0", "--port", str(port),
@@ -34,8 +32,9 @@ def vllm_argv(
             "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
             "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}"]
     quant = VLLM_QUANTIZATION.get(precision)
-    if quant and quant.endswith("_marlin") and gpu_architecture.lower() in PRE_AMPERE:
-        quant = quant.removesuffix("_marlin")  # Marlin kernels need compute capability 8.0 (Ampere) or newer
+    no_marlin = accelerator is None or kernel_problem(accelerator, "weights", "marlin") is not None
+    if quant and quant.endswith("_marlin") and no_marlin:
+        quant = quant.removesuffix("_marlin")  # no Marlin kernel below compute capability 8.0 (compat.yaml)
     if quant:
         argv += ["--quantization", quant]
     if kv_cache_dtype == "fp8":

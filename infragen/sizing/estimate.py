@@ -7,6 +7,7 @@ impossible inputs (tp*pp larger than the GPUs, vLLM on a CPU) raise InputError. 
 from __future__ import annotations
 
 from infragen.architecture import ModelArchitecture
+from infragen.catalog.compat import kernel_problem
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
 from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
@@ -25,7 +26,6 @@ from infragen.sizing.memory import (
     vllm_profile_tokens,
 )
 from infragen.sizing.performance import (
-    FP8_WEIGHT_ONLY_MIN_ARCH,
     MANY_EXPERT_MOE_REGIME,
     gpu_figures,
     gpu_setup,
@@ -138,8 +138,9 @@ def estimate_memory(
         raise InputError(f"precision {precision!r} is not served by vLLM; use one of {', '.join(VLLM_WEIGHT_FORMATS)}")
     acc = hardware.accelerator
     assert acc is not None  # _check_layout guarantees it
-    if precision == "fp8" and acc.architecture not in FP8_WEIGHT_ONLY_MIN_ARCH:
-        return _not_fitting(base, f"fp8 weights need an Ampere or newer GPU; {acc.id} is {acc.architecture}")
+    kernels = kernel_problem(acc, "weights", precision, unknown_ok=True)  # compat.yaml, by compute capability
+    if kernels:
+        return _not_fitting(base, kernels)
     if model.num_attention_heads % tp:
         return _not_fitting(base, f"tp={tp} does not divide the {model.num_attention_heads} attention heads")
     nkv = kv_heads(model)

@@ -19,7 +19,6 @@ from infragen.sizing.memory import head_dim, param_groups, weight_bytes_per_gpu
 from infragen.units import GIGA, TERA
 
 #: Architectures with fp8 tensor cores in hardware (vLLM runs W8A8 FP8 there; weight-only FP8 Marlin elsewhere).
-FP8_WEIGHT_ONLY_MIN_ARCH = ("Ampere", "Ada", "Hopper", "Blackwell")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog
+from infragen.catalog.compat import kernel_problem
 from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
 from infragen.sizing import queueing, resources
@@ -142,15 +143,13 @@ def _precision_problem(precision: str, hw: Hardware, kv_dtype: str) -> str | Non
     acc = hw.accelerator
     if acc is None:
         return None
-    if precision == "fp8" and acc.fp8_tflops is None:
-        return f"{acc.id} has no FP8 tensor cores (fp8 weights need Ada/Hopper or newer)"
+    problem = kernel_problem(acc, "weights", precision)  # compat.yaml, by compute capability
+    if problem:
+        return problem
     if precision == "bf16" and acc.bf16_tflops is None:
         return f"{acc.id} has no BF16 support; allow fp16 for it"
-    if precision == "int4-awq" and acc.architecture.lower() == "volta":
-        # vLLM's supported-hardware table for quantization: AWQ kernels need Turing (sm75) or newer.
-        return f"{acc.id} (Volta) has no vLLM AWQ kernels (Turing or newer needed)"
-    if kv_dtype == "fp8" and acc.fp8_tflops is None:
-        return f"{acc.id} has no FP8 support for an fp8 KV cache"
+    if kv_dtype == "fp8":
+        return kernel_problem(acc, "kv_cache", "fp8")
     return None
 
 

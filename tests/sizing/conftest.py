@@ -38,14 +38,18 @@ GEMMA2_LIKE = ModelArchitecture(
 
 def gpu(
     *, memory_gib: float = 80.0, bandwidth: float = 3350.0, tflops: float = 989.0, fp8: float | None = 1979.0,
-    arch: str = "Hopper", link: str = "nvlink",
+    arch: str = "Hopper", link: str = "nvlink", cc: str | None = None,
 ) -> Accelerator:
     return Accelerator(
         id=f"test-gpu-{memory_gib:g}-{bandwidth:g}", display_name="Test GPU", vendor="nvidia", architecture=arch,
         memory_gib=memory_gib, memory_bandwidth_gb_per_s=bandwidth, fp16_tflops=tflops, bf16_tflops=tflops,
         fp8_tflops=fp8, interconnect=link, interconnect_gb_per_s=900.0 if link == "nvlink" else 64.0,
-        source="inline test record",
+        source="inline test record", compute_capability=cc or _CC[arch],
     )
+
+
+#: compute capability of the inline records' architectures (developer.nvidia.com/cuda-gpus)
+_CC = {"Volta": "7.0", "Turing": "7.5", "Ampere": "8.0", "Ada": "8.9", "Hopper": "9.0"}
 
 
 @pytest.fixture

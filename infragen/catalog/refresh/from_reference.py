@@ -110,6 +110,7 @@ def convert_gpus(rows: list[dict[str, str]], supplements: dict[str, Any]) -> lis
     aliases: dict[str, list[str]] = supplements.get("accelerator_aliases", {})
     driver = supplements.get("accelerator_driver_memory", {})
     driver_mib: dict[str, int] = driver.get("mib", {})
+    capability: dict[str, list[str]] = supplements.get("accelerator_compute_capability", {})
     out: list[dict[str, Any]] = []
     for r in rows:
         gpu_id = GPU_IDS[r["name"]]
@@ -145,6 +146,8 @@ def convert_gpus(rows: list[dict[str, str]], supplements: dict[str, Any]) -> lis
             "aliases": aliases.get(gpu_id, []),
             "driver_memory_mib": driver_mib.get(gpu_id),
             "driver_memory_source": driver["source"] if gpu_id in driver_mib else None,
+            "compute_capability": capability.get(gpu_id, [None])[0],
+            "compute_capability_source": capability.get(gpu_id, [None, None])[1],
         }))
     figures: dict[str, dict[str, Any]] = supplements.get("accelerator_figures", {})
     for record in out:

@@ -1,0 +1,82 @@
+"""Kernel support is decided by compute capability (compat.yaml), never by architecture names: FP8 on every Ada
+GPU and on B300, no FP8 KV cache before 8.9, no AWQ on Volta, and the planner picks FP8 where it is cheapest."""
+
+from __future__ import annotations
+
+import pytest
+
+from infragen.catalog import load_catalog
+from infragen.catalog.compat import capability, kernel_problem, load_compat
+from infragen.catalog.models import load_model_registry
+from infragen.sizing import estimate_memory, hardware_from_gpu, plan_workload
+from infragen.spec import WorkloadSpec
+
+
+def _acc(gpu_id: str):  # type: ignore[no-untyped-def]
+    return load_catalog().accelerator(gpu_id)
+
+
+def test_every_named_gpu_has_a_sourced_compute_capability() -> None:
+    for acc in load_catalog().accelerators.values():
+        if acc.id == "alibaba-gn7e-80gb":  # Alibaba does not name this GPU: nothing to look up
+            assert acc.compute_capability is None
+            continue
+        assert acc.compute_capability and acc.compute_capability_source, acc.id
+
+
+def test_capabilities_compare_as_numbers_not_strings() -> None:
+    assert capability("10.3") > capability("10.0") > capability("9.0") > capability("8.9") > capability("8.6")
+
+
+def test_every_rule_names_a_source() -> None:
+    assert all(rule.source.strip() for rule in load_compat().kernels)
+
+
+@pytest.mark.parametrize("gpu", ["l4-24gb", "l40s-48gb", "l20-48gb", "h20-96gb", "h100-sxm-80gb", "b200-180gb",
+                                 "b300-288gb", "a100-80gb", "a10g-24gb"])
+def test_fp8_weights_run_from_compute_capability_8_0(gpu: str) -> None:
+    # Ada is "Ada Lovelace" in the catalog and B300 "Blackwell Ultra": a name comparison refused both
+    assert kernel_problem(_acc(gpu), "weights", "fp8") is None
+
+
+@pytest.mark.parametrize("gpu", ["t4-16gb", "v100-16gb"])
+def test_no_fp8_weights_before_ampere(gpu: str) -> None:
+    problem = kernel_problem(_acc(gpu), "weights", "fp8")
+    assert problem is not None and "needs 8.0 or newer" in problem
+
+
+@pytest.mark.parametrize(("gpu", "ok"), [("l4-24gb", True), ("h20-96gb", True), ("b300-288gb", True),
+                                         ("a100-80gb", False), ("a10-24gb", False), ("mi300x-192gb", True)])
+def test_fp8_kv_cache_from_compute_capability_8_9(gpu: str, ok: bool) -> None:
+    assert (kernel_problem(_acc(gpu), "kv_cache", "fp8") is None) is ok
+
+
+def test_awq_needs_turing_and_is_not_on_amd() -> None:
+    assert kernel_problem(_acc("t4-16gb"), "weights", "int4-awq") is None
+    assert "7.5 or newer" in (kernel_problem(_acc("v100-32gb"), "weights", "int4-awq") or "")
+    assert "AMD targets: none" in (kernel_problem(_acc("mi300x-192gb"), "weights", "int4-awq") or "")
+
+
+def test_an_unknown_capability_is_a_reason_not_a_pass() -> None:
+    problem = kernel_problem(_acc("alibaba-gn7e-80gb"), "weights", "fp8")
+    assert problem is not None and "compute capability not in the catalog" in problem
+
+
+def test_estimate_accepts_fp8_on_ada() -> None:
+    model = load_model_registry()["llama-3.1-8b"]
+    for gpu in ("l4-24gb", "l40s-48gb", "l20-48gb"):
+        mem = estimate_memory(model, hardware_from_gpu(_acc(gpu), 1), precision="fp8", max_model_len=8192)
+        assert mem.fits, (gpu, mem.reason)
+
+
+@pytest.mark.parametrize("family", ["g6", "g6e"])
+def test_planner_picks_fp8_on_l4_and_l40s_when_it_is_cheapest(family: str) -> None:
+    spec = WorkloadSpec.model_validate({
+        "model": "llama-3.1-8b", "precision": ["bf16", "fp8"],
+        "traffic": {"concurrent_users": 64, "prompt_tokens": 1024, "output_tokens": 256},
+        "slo": {"tpot_ms": 80, "ttft_p99_ms": 4000}, "cloud": "aws", "regions": ["us-east-1"],
+        "instance_families": {"allow": [family]}})
+    model = load_model_registry()["llama-3.1-8b"]
+    plan = plan_workload(spec, catalog=load_catalog(), model=model, workload_name="t")
+    assert plan.deployment.precision == "fp8"
+    assert not any("FP8" in a.rejected_because and "tensor cores" in a.rejected_because for a in plan.alternatives)
