@@ -43,10 +43,14 @@ def test_every_gpu_family_has_a_price_in_some_region(catalog: Catalog, family: s
 def test_p5e_is_spot_only(catalog: Catalog) -> None:
     # vms.csv leaves Price (on-demand) empty in every p5e row; only its spot figures could be taken
     p5e = catalog.instance("p5e.48xlarge")
-    assert {p.region for p in p5e.prices} == {"us-west-2", "us-east-2"}
+    # (eu-west-2 is listed with neither price, so it is not priced)
+    assert {p.region for p in p5e.prices} == {"us-west-2", "us-east-2", "ap-southeast-2", "ap-southeast-3",
+                                              "eu-north-1"}
     assert all(p.on_demand_usd_per_hour is None for p in p5e.prices)
     spot = {p.region: p.spot_usd_per_hour for p in p5e.prices}
-    assert spot == {"us-west-2": pytest.approx(17.7513), "us-east-2": pytest.approx(14.0291)}
+    assert spot == {"us-west-2": pytest.approx(17.7513), "us-east-2": pytest.approx(14.0291),
+                    "ap-southeast-2": pytest.approx(44.8171), "ap-southeast-3": pytest.approx(10.0644),
+                    "eu-north-1": pytest.approx(12.9925)}
 
 
 def test_both_required_regions_are_priced(catalog: Catalog) -> None:

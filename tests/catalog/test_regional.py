@@ -86,3 +86,31 @@ def test_loader_rejects_table_rows_for_unknown_types(tmp_path) -> None:
         fh.write("aws,g9.huge,eu-west-1,1,,,,ali-jxs1211-5d2e077\n")
     with pytest.raises(DataError, match=r"aws/g9\.huge"):
         load_catalog_dir(tmp_path)
+
+
+def test_aws_excerpt_agrees_with_the_prices_read_independently() -> None:
+    """The SkyPilot excerpt was transcribed by hand: its us-east-1 on-demand must equal Karpenter's table and its
+    us-west-2 rows the earlier, separate transcription (on-demand and lowest regular-zone spot)."""
+    import csv
+    from collections import defaultdict
+
+    path = regional.SOURCES / "aws_skypilot_v9_2c3d7ea7.csv"
+    with path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    zones: dict[tuple[str, str], list[dict[str, str]]] = defaultdict(list)
+    for r in rows:
+        if len(r["AvailabilityZone"].split("-")) == 2:
+            zones[(r["InstanceType"], r["Region"])].append(r)
+    cat = load_catalog()
+    checked = 0
+    for (itype, region), rs in zones.items():
+        if region not in ("us-east-1", "us-west-2"):
+            continue
+        price = cat.instance(itype).price_in(region)
+        if price is None or price.on_demand_usd_per_hour is None:
+            continue
+        assert {float(r["Price"]) for r in rs if r["Price"]} == {price.on_demand_usd_per_hour}, (itype, region)
+        if region == "us-west-2":
+            assert min(float(r["SpotPrice"]) for r in rs if r["SpotPrice"]) == price.spot_usd_per_hour, itype
+        checked += 1
+    assert checked >= 60

@@ -66,6 +66,8 @@ def aws_rows(excerpt: Path, key: str, priced: dict[tuple[str, str], set[str]]) -
         if len(prices) > 1:
             raise SystemExit(f"{excerpt.name}: {itype} {region}: zones disagree on the on-demand price {prices}")
         spots = [float(r["SpotPrice"]) for r in rows if r["SpotPrice"]]
+        if not prices and not spots:
+            continue  # listed without any price: nothing to plan with
         zones = " ".join(sorted(r["AvailabilityZone"] for r in rows))
         out.append(["aws", itype, region, _fmt(prices.pop() if prices else None), "",
                     _fmt(min(spots) if spots else None), zones, key])
