@@ -151,9 +151,9 @@ def gpus(fmt: str) -> None:
         click.echo(json.dumps([{**a.model_dump(mode="json"), "missing_figures": [
             {"figure": g.figure, "blocks": g.blocks} for g in figure_gaps(a)]} for a in accs], indent=2))
         return
-    rows = [{**a.model_dump(), "missing": "; ".join(f"{g.figure}: {g.blocks}" for g in figure_gaps(a)
-                                                     if not g.blocks.startswith("nothing")) or None}
-            for a in accs]
+    rows = [{**a.model_dump(), "missing": "; ".join(
+        f"{g.figure} (fallback)" if g.blocks.startswith("nothing") else f"{g.figure}: {g.blocks}"
+        for g in figure_gaps(a)) or None} for a in accs]
     click.echo(_table(rows, GPU_COLUMNS))
     click.echo("\nAliases: " + "; ".join(f"{a.id}={','.join(a.aliases)}" for a in accs if a.aliases))
 

@@ -29,9 +29,12 @@ def figure_gaps(acc: Accelerator) -> list[FigureGap]:
     elif acc.bf16_tflops is None:
         gaps.append(FigureGap("bf16_tflops", "bf16 weights (fp16 still planned)"))
     if acc.fp8_tflops is None:
-        gaps.append(FigureGap("fp8_tflops", "fp8 weights and fp8 KV cache"))
+        # whether FP8 runs at all is compat.yaml's rule (compute capability); the figure only sets prefill speed
+        gaps.append(FigureGap("fp8_tflops", "nothing: fp8 prefill uses the 16-bit peak (slower, conservative)"))
     if acc.int8_tops is None:
         gaps.append(FigureGap("int8_tops", "nothing: int8 prefill uses the 16-bit peak"))
+    if acc.compute_capability is None:
+        gaps.append(FigureGap("compute_capability", "fp8/AWQ kernel checks (compat.yaml cannot place the GPU)"))
     if acc.interconnect_gb_per_s is None:
         gaps.append(FigureGap("interconnect_gb_per_s", "nothing: tensor parallel assumes the default PCIe link"))
     return gaps

@@ -94,3 +94,24 @@ def test_unpriced_candidates_never_show_as_zero_dollars(tmp_path: Path, capsys: 
     assert code == 0, text
     assert "$0" not in text
     assert "no price; give one with `prices:` in the workload or `infragen plan --prices FILE`" in text
+
+
+def test_h20_plans_in_fp8_with_a_quoted_price(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # gn8v (H20) is sales-gated: no stored list prices it, so only a user's quote makes it plannable
+    path = tmp_path / "h20.yaml"
+    path.write_text(yaml.safe_dump({
+        "model": "qwen2-7b", "precision": ["fp8"],
+        "traffic": {"peak_requests_per_s": 5, "prompt_tokens": 1024, "output_tokens": 256},
+        "slo": {"ttft_p99_ms": 2000, "tpot_ms": 60}, "cloud": "alicloud", "regions": ["cn-beijing"],
+        "instance_families": {"allow": ["gn8v"]},
+        "prices": [{"instance_type": "ecs.gn8v.4xlarge", "region": "cn-beijing", "on_demand_cny_per_hour": 40.0,
+                    "note": "quote Q-17"}]}))
+    code, text = run(capsys, "plan", str(path), "--format", "json")
+    assert code == 0, text
+    assert '"instance_type": "ecs.gn8v.4xlarge"' in text and '"precision": "fp8"' in text
+    assert "your price" in text and "quote Q-17" in text
+    without = yaml.safe_load(path.read_text())
+    del without["prices"]
+    path.write_text(yaml.safe_dump(without))
+    code, text = run(capsys, "plan", str(path))
+    assert code == 2 and "instance_families.allow ['gn8v'] has no priced instance type in cn-beijing" in text
