@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from infragen.diff import PlanDiff, diff_plans, format_change, format_usd, render_diff_markdown
 from infragen.errors import InfragenError, InputError, UnknownNameError
 from infragen.plan import Plan, load_plan
@@ -121,10 +119,9 @@ def _norm(path: str) -> str:
 
 def parse_stack_config(name: str, config_path: str, text: str) -> StackConfig:
     """Read the `infragen:workload` / `infragen:planFile` keys of a Pulumi stack config's YAML text."""
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"{config_path}: malformed YAML: {exc}") from None
+    from infragen.safe_load import parse_yaml_text
+
+    data = parse_yaml_text(text, config_path) or {}  # stack configs come with pull requests: bounded parsing
     config = data.get("config") if isinstance(data, dict) else None
     config = config if isinstance(config, dict) else {}
 

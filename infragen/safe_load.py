@@ -21,9 +21,10 @@ from infragen.errors import InputError
 #: Largest workload / plan / config.json accepted. Real ones are a few KB (plans with alternatives ~30 KB,
 #: the largest Hugging Face config.json files with label maps ~200 KB).
 MAX_FILE_BYTES = 1024 * 1024
-#: Nodes (scalars, lists, mappings) one YAML document may hold once aliases are expanded. A workload has ~50,
-#: a plan ~1,000; pure-Python YAML composes ~20,000 nodes a second, so this also bounds the time.
-MAX_NODES = 20_000
+#: Nodes (scalars, lists, mappings) one YAML document may hold once aliases are expanded. A workload or stack
+#: config has ~50 (plans and config.json are JSON); pure-Python YAML composes ~10,000 nodes a second, so this
+#: also bounds the time.
+MAX_NODES = 5_000
 #: Alias uses (`*name`) per document: merge keys and a few shared blocks need a handful.
 MAX_ALIASES = 100
 #: Nesting depth of lists and mappings (a workload nests 3 deep, a plan 4).

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infragen.catalog.records import Accelerator, CpuModel, InstanceType
@@ -95,12 +94,9 @@ def _pydantic_lines(exc: ValidationError, where: str) -> str:
 
 def load_hardware_file(path: Path, catalog: Catalog) -> Hardware:
     """Read and validate an on-prem hardware YAML; InputError (exit 2) on any problem."""
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: cannot read hardware file: {exc}") from None
+    from infragen.safe_load import load_yaml_file
+
+    raw = load_yaml_file(Path(path), what="hardware file")  # bounded: size, values, aliases, depth, unique keys
     if not isinstance(raw, dict):
         raise InputError(f"{path}: a hardware file is a mapping (name, gpu, gpu_count, cpu, vcpus, memory_gib...)")
     try:

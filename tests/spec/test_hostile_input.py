@@ -118,9 +118,9 @@ def test_twenty_thousand_unknown_keys_are_refused_quickly(tmp_path: Path) -> Non
 
 
 def test_many_unknown_keys_under_the_budget_give_a_bounded_message(tmp_path: Path) -> None:
-    text = GOOD + "".join(f"k{i}: 1\n" for i in range(3_000))
+    text = GOOD + "".join(f"k{i}: 1\n" for i in range(1_000))
     err = _refused(tmp_path, text, seconds=4.0)
-    assert "(and 2995 more)" in err
+    assert "(and 995 more)" in err
 
 
 def test_huge_list_is_refused_quickly(tmp_path: Path) -> None:
