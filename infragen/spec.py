@@ -59,6 +59,8 @@ MAX_TOKENS = 10**8
 MAX_LATENCY_MS = 1e9
 MAX_REPLICAS = 10**5
 MAX_USD_PER_MONTH = 1e12
+#: Dearest hourly price a price override may give (the largest GPU nodes list at ~100 USD/hour).
+MAX_USD_PER_HOUR = 1e5
 #: Longest list a workload field takes (precisions, regions, families).
 MAX_LIST = 200
 
@@ -145,17 +147,17 @@ class FamilyFilter(_Strict):
 class PriceOverride(_Strict):
     """Your own hourly price for one instance type in one region (a quote, a discount, a savings plan)."""
 
-    instance_type: Annotated[str, Field(min_length=1)]
+    instance_type: InstanceType
     """Instance type as the cloud names it (`p5.48xlarge`, `ecs.gn8v-4x.24xlarge`)."""
-    region: Annotated[str, Field(min_length=1)]
+    region: RegionId
     """Region the price applies to."""
-    on_demand_usd_per_hour: PositiveFloat | None = None
+    on_demand_usd_per_hour: Annotated[PositiveFloat, Field(le=MAX_USD_PER_HOUR)] | None = None
     """On-demand / pay-as-you-go price, USD per hour."""
-    on_demand_cny_per_hour: PositiveFloat | None = None
+    on_demand_cny_per_hour: Annotated[PositiveFloat, Field(le=MAX_USD_PER_HOUR * 10)] | None = None
     """Alibaba pay-as-you-go price in CNY per hour (converted at the catalog's stated rate)."""
-    spot_usd_per_hour: PositiveFloat | None = None
+    spot_usd_per_hour: Annotated[PositiveFloat, Field(le=MAX_USD_PER_HOUR)] | None = None
     """Spot price, USD per hour."""
-    note: str = ""
+    note: Annotated[str, Field(max_length=200, pattern=r"^[^\x00-\x1f\x7f]*$")] = ""
     """Where the price comes from (a quote number, a contract); recorded in the plan."""
 
     @model_validator(mode="after")
@@ -216,7 +218,7 @@ class WorkloadSpec(_Strict):
     cost reported as unknown). Useful on Alibaba Cloud, where some GPU families are sold through sales."""
     port: int = Field(default=8000, ge=1024, le=65535)
     """Port the engine listens on inside the private network (the load balancer forwards to it)."""
-    prices: list[PriceOverride] = Field(default_factory=list)
+    prices: list[PriceOverride] = Field(default_factory=list, max_length=MAX_LIST)
     """Your own hourly prices by instance type and region; they replace or add to the catalog's and the plan
     records each one used (`infragen plan --prices FILE` adds more from a file)."""
 

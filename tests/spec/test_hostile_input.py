@@ -241,3 +241,15 @@ def test_duplicate_keys_in_config_are_refused(tmp_path: Path) -> None:
 def test_hostile_name_or_path_in_config_is_refused_or_harmless(tmp_path: Path) -> None:
     err = _config_refused(tmp_path, json.dumps({**HF, "_name_or_path": "x/$(id)\n"}))
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "entry",
+    ["{instance_type: g6e.xlarge, region: us-east-1, on_demand_usd_per_hour: 1.0e+308}",
+     "{instance_type: 'g6e.xlarge;id', region: us-east-1, on_demand_usd_per_hour: 1}",
+     "{instance_type: g6e.xlarge, region: '$(id)', on_demand_usd_per_hour: 1}",
+     "{instance_type: g6e.xlarge, region: us-east-1, on_demand_usd_per_hour: 1, note: \"a\\nb\"}"],
+)
+def test_hostile_price_overrides_exit_2(tmp_path: Path, entry: str) -> None:
+    # A price of 1e308 used to reach the cost arithmetic (inf x replicas x hours).
+    _refused(tmp_path, GOOD + f"prices: [{entry}]\n", command="plan")
