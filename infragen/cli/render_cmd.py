@@ -21,9 +21,11 @@ from infragen.plan import Plan, load_plan
               help="Directory to write replica.yaml, or head.yaml and worker.yaml, into.")
 @click.option("--head-address", default=None, metavar="IP",
               help="Private IP of the multi-node head (the provisioner fixes it). Default: 10.0.0.10.")
-def render(source: Path, out_dir: Path, head_address: str | None) -> None:
+@click.option("--llama-cpp-repo", default=None, metavar="URL",
+              help="Git URL llama.cpp nodes clone the pinned tag from (a mirror). Default: llama.cpp's own repository.")
+def render(source: Path, out_dir: Path, head_address: str | None, llama_cpp_repo: str | None) -> None:
     """Write the user-data of every node role of SOURCE (a plan .json, or a workload .yaml to plan first)."""
-    from infragen.render import DEFAULT_HEAD_ADDRESS, render_all
+    from infragen.render import DEFAULT_HEAD_ADDRESS, LLAMA_CPP_REPO, render_all
 
     if head_address is not None:
         try:
@@ -31,7 +33,8 @@ def render(source: Path, out_dir: Path, head_address: str | None) -> None:
         except ValueError:
             raise InputError(f"--head-address: {head_address!r} is not an IPv4 address") from None
     plan = _load(source)
-    files = render_all(plan, head_address=head_address or DEFAULT_HEAD_ADDRESS)
+    files = render_all(plan, head_address=head_address or DEFAULT_HEAD_ADDRESS,
+                       llama_cpp_repo=llama_cpp_repo or LLAMA_CPP_REPO)
     prepare_dir(out_dir)
     for name, text in files.items():
         path = write_into(out_dir, name, text)

@@ -5,6 +5,7 @@ Reads only the Plan; never sizes, never provisions, never sees a secret value (n
 
 from infragen.render.cloud_init import (
     DEFAULT_HEAD_ADDRESS,
+    LLAMA_CPP_REPO,
     TEMPLATES_DIR,
     USER_DATA_MAX_BYTES,
     node_roles,
@@ -14,6 +15,7 @@ from infragen.render.cloud_init import (
 
 __all__ = [
     "DEFAULT_HEAD_ADDRESS",
+    "LLAMA_CPP_REPO",
     "TEMPLATES_DIR",
     "USER_DATA_MAX_BYTES",
     "node_roles",

@@ -28,6 +28,11 @@ TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 USER_DATA_MAX_BYTES = 16 * 1024
 #: Address the renderer assumes for a multi-node head when the caller gives none (`render_all`, CLI inspection).
 DEFAULT_HEAD_ADDRESS = "10.0.0.10"
+#: Where nodes clone llama.cpp from (the project's own repository; its release tags are the pinned versions).
+#: `render_user_data(..., llama_cpp_repo=...)` / `infragen render --llama-cpp-repo` point it at a mirror, or the
+#: end-to-end test at a local git repository.
+LLAMA_CPP_REPO = "https://github.com/ggml-org/llama.cpp"
+_GIT_URL = re.compile(r"^(?:(?:https?|file|ssh|git)://[^\s]+|/[^\s]*)$")
 #: Ray's default GCS port (`ray start --head` docs); the head listens here and workers join it.
 RAY_PORT = 6379
 
@@ -65,11 +70,13 @@ def node_roles(plan: Plan) -> list[str]:
     return list(ROLES_MULTI if plan.deployment.nodes_per_replica > 1 else ROLES_SINGLE)
 
 
-def render_user_data(plan: Plan, role: str, *, head_address: str | None = None) -> str:
+def render_user_data(plan: Plan, role: str, *, head_address: str | None = None,
+                     llama_cpp_repo: str = LLAMA_CPP_REPO) -> str:
     """The `#cloud-config` user-data for one node of `plan` playing `role`.
 
     `head_address` (the head's fixed private IP, chosen by the provisioner) is required for the head and
-    worker roles of multi-node plans and refused for single-node ones.
+    worker roles of multi-node plans and refused for single-node ones. `llama_cpp_repo` is the git URL a
+    llama.cpp node clones the plan's release tag from (a mirror; the end-to-end test's local repository).
     """
     roles = node_roles(plan)
     if role not in roles:
@@ -83,8 +90,11 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None) 
             ipaddress.IPv4Address(head_address)
         except ValueError:
             raise InputError(f"head_address {head_address!r} is not an IPv4 address") from None
+    if not _GIT_URL.match(llama_cpp_repo):
+        raise InputError(f"llama_cpp_repo {llama_cpp_repo!r} is not a git URL (https://, ssh://, git://, file:// "
+                         "or an absolute path, without whitespace)")
     _check_printable(plan)
-    context = _context(plan, role, head_address)
+    context = {**_context(plan, role, head_address), "llama_cpp_repo": llama_cpp_repo}
     env = _environment()
     files = [
         {"path": path, "mode": mode, "content": env.get_template(template).render(context).rstrip("\n") + "\n"}
@@ -98,12 +108,13 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None) 
     return text
 
 
-def render_all(plan: Plan, *, head_address: str = DEFAULT_HEAD_ADDRESS) -> dict[str, str]:
+def render_all(plan: Plan, *, head_address: str = DEFAULT_HEAD_ADDRESS,
+               llama_cpp_repo: str = LLAMA_CPP_REPO) -> dict[str, str]:
     """Every role's user-data keyed by file name (`replica.yaml`, or `head.yaml` and `worker.yaml`)."""
     out: dict[str, str] = {}
     for role in node_roles(plan):
         address = None if role == "replica" else head_address
-        out[f"{role}.yaml"] = render_user_data(plan, role, head_address=address)
+        out[f"{role}.yaml"] = render_user_data(plan, role, head_address=address, llama_cpp_repo=llama_cpp_repo)
     return out
 
 

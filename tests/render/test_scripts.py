@@ -26,9 +26,9 @@ NODE_DIRS = ("/usr/local/lib/infragen", "/usr/local/sbin", "/run/infragen", "/op
 HF_SENTINEL = "hf_SENTINELsentinelSENTINELsentinel0000"
 
 
-def sandbox(plan: Plan, role: str, root: Path, *, fast: bool = True) -> Path:
+def sandbox(plan: Plan, role: str, root: Path, *, fast: bool = True, **render: str) -> Path:
     """Write the role's files under `root` with every node path moved there; returns root."""
-    text = render_user_data(plan, role, head_address="10.0.0.10" if role != "replica" else None)
+    text = render_user_data(plan, role, head_address="10.0.0.10" if role != "replica" else None, **render)
     for f in yaml.safe_load(text)["write_files"]:
         content = f["content"]
         for d in NODE_DIRS:

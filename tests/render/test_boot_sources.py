@@ -1,0 +1,48 @@
+"""Where a node fetches what it installs and serves: the llama.cpp clone URL (a render-time setting) and
+`s3://` GGUF objects. Found by the end-to-end boot (tests/e2e); each runs the rendered script for real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from infragen.errors import InputError
+from infragen.render import LLAMA_CPP_REPO, render_user_data
+from tests.plan_factory import make_plan
+from tests.render.test_scripts import fake, run, sandbox
+
+# python3 -m venv DIR makes a DIR/bin/pip that does nothing.
+_VENV = """
+dir=$3; mkdir -p "$dir/bin"; printf '#!/bin/bash\\nexit 0\\n' > "$dir/bin/pip"; chmod +x "$dir/bin/pip"
+"""
+
+
+def _llama_cpp_install(tmp_path: Path, **render: str) -> str:
+    """Run infragen-install of the CPU plan with fake git/cmake; returns the git command line it ran."""
+    root = sandbox(make_plan("cpu"), "replica", tmp_path / "root", **render)
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    fake(bin_dir, "python3", _VENV)
+    fake(bin_dir, "aws", "exit 0\n")
+    fake(bin_dir, "git", f'echo "git $*" >> {calls}; mkdir -p "${{!#}}"\n')
+    # cmake --build leaves the binary where a real build does; the installed one answers --version.
+    fake(bin_dir, "cmake", 'if [ "$1" = --build ]; then mkdir -p "$2/bin"; '
+         'printf "#!/bin/bash\\necho version: 1\\n" > "$2/bin/llama-server"; chmod +x "$2/bin/llama-server"; fi\n')
+    result = run(root, "infragen-install", bin_dir)
+    assert result.returncode == 0, result.stderr
+    return calls.read_text().strip()
+
+
+def test_llama_cpp_is_cloned_from_the_rendered_repository(tmp_path: Path) -> None:
+    assert _llama_cpp_install(tmp_path / "default").startswith(
+        f"git clone --depth 1 --branch b4600 {LLAMA_CPP_REPO} ")
+    mirror = "file:///srv/mirrors/llama.cpp"
+    assert _llama_cpp_install(tmp_path / "mirror", llama_cpp_repo=mirror).startswith(
+        f"git clone --depth 1 --branch b4600 {mirror} ")
+
+
+@pytest.mark.parametrize("url", ["", "llama.cpp", "https://example.test/a b", "file:///x\n- runcmd"])
+def test_a_llama_cpp_repo_that_is_not_a_git_url_is_refused(url: str) -> None:
+    with pytest.raises(InputError, match="llama_cpp_repo"):
+        render_user_data(make_plan("cpu"), "replica", llama_cpp_repo=url)
+
