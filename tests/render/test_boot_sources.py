@@ -46,3 +46,27 @@ def test_a_llama_cpp_repo_that_is_not_a_git_url_is_refused(url: str) -> None:
     with pytest.raises(InputError, match="llama_cpp_repo"):
         render_user_data(make_plan("cpu"), "replica", llama_cpp_repo=url)
 
+
+def _s3_fetch(tmp_path: Path, uri: str) -> list[str]:
+    """Run infragen-fetch-model of the CPU plan with GGUF weights at `uri`; the aws commands it ran."""
+    plan = make_plan("cpu")
+    model = plan.model.model_copy(update={"weights_source": "s3", "weights_uri": uri, "weights_file": "tiny-q8_0.gguf"})
+    argv = [a.replace("tinyllama-1.1b-chat-v1.0.Q4_K_M", "tiny-q8_0") for a in plan.engine.argv]
+    plan = plan.model_copy(update={"model": model, "engine": plan.engine.model_copy(update={"argv": argv})})
+    root = sandbox(plan, "replica", tmp_path / "root")
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    fake(bin_dir, "aws", f'echo "aws $*" >> {calls}\n')
+    result = run(root, "infragen-fetch-model", bin_dir)
+    assert result.returncode == 0, result.stderr
+    return [line.replace(str(root), "") for line in calls.read_text().splitlines()]
+
+
+def test_an_s3_gguf_object_is_copied_from_its_own_key(tmp_path: Path) -> None:
+    # The planner keeps the whole object URI for s3:// GGUF weights (weights_file is its base name).
+    assert _s3_fetch(tmp_path / "object", "s3://bucket/models/tiny-q8_0.gguf") == [
+        "aws s3 cp --only-show-errors --region us-east-1 s3://bucket/models/tiny-q8_0.gguf "
+        "/opt/models/tiny-q8_0.gguf"]
+    # A prefix URI still gets the file appended.
+    assert _s3_fetch(tmp_path / "prefix", "s3://bucket/models/") == [
+        "aws s3 cp --only-show-errors --region us-east-1 s3://bucket/models/tiny-q8_0.gguf "
+        "/opt/models/tiny-q8_0.gguf"]
