@@ -95,6 +95,9 @@ class ModelArchitecture(BaseModel):
     yarn_factor: float | None = Field(default=None, gt=1)
     """YaRN rope-scaling factor the engine must enable to serve beyond `original_max_position_embeddings`
     (vLLM `--hf-overrides` rope_scaling); None = the checkpoint's config already covers its context."""
+    rope_theta: float | None = Field(default=None, gt=0)
+    """RoPE base (HF `rope_theta`); needed with `yarn_factor`, because vLLM's override of the rope parameters
+    replaces them whole; None = not recorded (the checkpoint's own value is used)."""
     # Provenance and sources
     hf_repo: str | None = None
     """Hugging Face repository of the reference (unquantized) checkpoint."""
@@ -149,6 +152,8 @@ class ModelArchitecture(BaseModel):
             raise bad("kv_lora_rank", "MLA needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim too")
         if (self.original_max_position_embeddings is None) != (self.yarn_factor is None):
             raise bad("yarn_factor", "give yarn_factor and original_max_position_embeddings together")
+        if self.yarn_factor is not None and self.rope_theta is None:
+            raise bad("rope_theta", "give rope_theta with yarn_factor (the engine override carries it)")
         native = self.original_max_position_embeddings
         if native is not None and native >= self.max_position_embeddings:
             raise bad("original_max_position_embeddings", "must be below max_position_embeddings")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from infragen.catalog.engines import pinned_version
 from infragen.plan import (
     Alternative,
     BootstrapPlan,
@@ -47,7 +48,7 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
             weights_file="tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf", weights_gib=0.62, params_b=1.1, active_params_b=1.1,
         )
         engine = EnginePlan(
-            name="llama.cpp", version="b4600",
+            name="llama.cpp", version=pinned_version("llama.cpp"),
             argv=["llama-server", "--model", "/opt/models/tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf", "--host", "0.0.0.0",
                   "--port", "8000", "--ctx-size", "8192", "--parallel", "4", "--threads", "8", "--alias",
                   "tinyllama-1.1b", "--api-key-file", "/run/infragen/api-key"],
@@ -105,7 +106,7 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
             env |= ({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_SOCKET_IFNAME": "ens"} if aws
                     else {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "0"})
         engine = EnginePlan(
-            name="vllm", version="0.7.3", argv=argv, port=8000, max_model_len=16384, max_num_seqs=64,
+            name="vllm", version=pinned_version("vllm"), argv=argv, port=8000, max_model_len=16384, max_num_seqs=64,
             gpu_memory_utilization=0.9,
             visible_devices=[[i] for i in range(4)] if kind == "packed" else [list(range(gpus_per_node))],
             env=env, distributed_executor_backend="ray" if multinode else None,

@@ -1,25 +1,130 @@
-"""Pinned engine versions and the flags each may be given (data in engines.yaml). Reads data only."""
+"""Pinned engine releases (engines.yaml) and what each accepts, generated from the release itself (vllm.yaml,
+llama_cpp.yaml): options with their arity, value kinds and choices, served architectures. Reads data only."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import yaml
 
+from infragen.errors import DataError
+
 #: libyaml's C parser when present (5-10x faster on the catalog files), else the pure-Python one.
 _FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+ENGINES = ("vllm", "llama.cpp")
 
-VLLM_VERSION = "0.7.3"
-LLAMA_CPP_VERSION = "b4600"
+
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files("infragen.catalog").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    data: dict[str, Any] = yaml.load(text, Loader=_FastLoader)
+    return data
+
+
+@dataclass(frozen=True)
+class EngineRelease:
+    """One pinned release and what its own parser / registry accepts."""
+
+    engine: str
+    version: str
+    commit: str | None
+    source: str
+    options: dict[str, dict[str, Any]]  # every name (and alias) -> {arity, value, choices}
+    values: dict[str, frozenset[str]]  # values checked after parsing (--quantization, --kv-cache-dtype)
+    architectures: frozenset[str]  # HF architecture classes served (llama.cpp: its GGUF converter knows)
+    cuda_targets: tuple[str, ...]  # sm_ targets the wheel ships kernels for (vLLM only)
+    described_by: str
 
 
 @cache
-def load_engine_flags() -> dict[str, dict[str, frozenset[str]]]:
-    """engine -> version -> allowed flags."""
-    text = resources.files("infragen.catalog").joinpath("data/engines.yaml").read_text(encoding="utf-8")
-    data = yaml.load(text, Loader=_FastLoader)
-    return {
-        engine: {str(version): frozenset(entry["flags"]) for version, entry in versions.items()}
-        for engine, versions in data["engines"].items()
-    }
+def pinned_release(engine: str) -> EngineRelease:
+    """The pinned release of `engine` (vllm or llama.cpp), with its generated description."""
+    pins = _load("engines.yaml")["engines"]
+    if engine not in pins:
+        raise DataError(f"infragen/catalog/data/engines.yaml: no pin for engine {engine!r}")
+    pin = pins[engine]
+    desc = _load(pin["description"])
+    if str(desc["version"]) != str(pin["version"]):
+        raise DataError(f"infragen/catalog/data/{pin['description']} describes {engine} {desc['version']}, but "
+                        f"engines.yaml pins {pin['version']}: regenerate it (docs/engines.md)")
+    options = {name: opt for opt in desc["options"] for name in opt["names"]}
+    return EngineRelease(
+        engine=engine, version=str(pin["version"]), commit=pin.get("commit"), source=pin["source"], options=options,
+        values={k: frozenset(v) for k, v in (desc.get("values") or {}).items()},
+        architectures=frozenset(desc.get("architectures") or ()), cuda_targets=tuple(desc.get("cuda_targets") or ()),
+        described_by=pin["description"])
+
+
+def pinned_version(engine: str) -> str:
+    """The version string of the pinned release."""
+    return pinned_release(engine).version
+
+
+def _value_problem(name: str, value: str, opt: dict[str, Any], release: EngineRelease) -> str | None:
+    kind = opt.get("value", "str")
+    try:
+        if kind == "int":
+            int(value)
+        elif kind == "float":
+            float(value)
+        elif kind == "json" or (kind == "json-or-str" and value.lstrip().startswith("{")):
+            json.loads(value)
+    except ValueError:
+        return f"{name} {value!r} is not a valid {kind}"
+    if opt.get("choices") and value not in opt["choices"]:
+        return f"{name} {value!r} is not one of {', '.join(opt['choices'])}"
+    allowed = release.values.get(name) or next(
+        (release.values[n] for n in opt["names"] if n in release.values), None)
+    if allowed is not None and value not in allowed:
+        return f"{name} {value!r} is not accepted by {release.engine} {release.version}"
+    return None
+
+
+def argv_problems(engine: str, argv: list[str], release: EngineRelease | None = None) -> list[str]:
+    """What the pinned release's parser would refuse in `argv` (empty = accepted): unknown options, missing or
+    extra values, values of the wrong kind or outside the choices. argv starts with the program (and `serve`)."""
+    release = release or pinned_release(engine)
+    words = argv[2:] if engine == "vllm" else argv[1:]
+    problems: list[str] = []
+    positional = 0
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-"):
+            positional += 1
+            if engine != "vllm" or positional > 1:  # `vllm serve` takes one positional: the model
+                problems.append(f"unexpected argument {word!r}")
+            continue
+        name, eq, inline = word.partition("=")
+        opt = release.options.get(name)
+        if opt is None:
+            problems.append(f"{name} is not an option of {release.engine} {release.version}")
+            continue
+        arity = opt["arity"]
+        if arity == 0:
+            if eq:
+                problems.append(f"{name} takes no value")
+            continue
+        values = [inline] if eq else []
+        if not eq:
+            want = 1 if arity in ("?", "+") else int(arity) if arity != "*" else 0
+            while i < len(words) and not words[i].startswith("-") and (len(values) < want or arity in ("+", "*")):
+                values.append(words[i])
+                i += 1
+            if len(values) < want and arity != "?":
+                problems.append(f"{name} needs {want} value(s)")
+                continue
+        problems += [p for v in values if (p := _value_problem(name, v, opt, release))]
+    return problems
+
+
+def __getattr__(name: str) -> str:
+    """`VLLM_VERSION` / `LLAMA_CPP_VERSION`: the pins, read from engines.yaml when first asked (not at import)."""
+    pins = {"VLLM_VERSION": "vllm", "LLAMA_CPP_VERSION": "llama.cpp"}
+    if name in pins:
+        return pinned_version(pins[name])
+    raise AttributeError(name)

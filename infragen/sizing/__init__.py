@@ -12,7 +12,7 @@ from pathlib import Path
 from infragen import __version__
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog, load_catalog
-from infragen.catalog.engines import LLAMA_CPP_VERSION, VLLM_VERSION
+from infragen.catalog.engines import pinned_version
 from infragen.errors import InfeasibleError
 from infragen.plan import (
     Alternative,
@@ -123,8 +123,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
             weights=uri if source == "huggingface" else engine_args.MODEL_DIR + "/" + model.id,
             served_name=served, port=spec.port, tp=lay.tp, pp=lay.pp, max_model_len=mml, max_num_seqs=s.batch,
             gpu_memory_utilization=GPU_MEMORY_UTILIZATION, precision=lay.precision,
-            kv_cache_dtype=spec.kv_cache_dtype, multi_node=lay.nodes_per_replica > 1, model=model,
-            accelerator=s.hardware.accelerator)
+            kv_cache_dtype=spec.kv_cache_dtype, multi_node=lay.nodes_per_replica > 1, model=model)
         threads = None
         visible = [list(range(i * lay.tp, (i + 1) * lay.tp)) for i in range(lay.replicas_per_node)]
     else:
@@ -140,7 +139,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         env = ({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET": "AWS Libfabric",
                 "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
                if inst.rdma == "efa" else bootstrap.erdma_nccl_env())
-    engine_version = VLLM_VERSION if lay.engine == "vllm" else LLAMA_CPP_VERSION
+    engine_version = pinned_version(lay.engine)
     boot, boot_warnings = bootstrap.select_bootstrap(
         cloud=c.cloud, engine=lay.engine, engine_version=engine_version, gpu_count=inst.gpu_count,
         erdma=lay.nodes_per_replica > 1 and inst.rdma == "erdma", nodes=c.nodes, weights_source=source,

@@ -6,25 +6,25 @@ from __future__ import annotations
 import json
 
 from infragen.architecture import ModelArchitecture
-from infragen.catalog.compat import kernel_problem
-from infragen.catalog.engines import LLAMA_CPP_VERSION, VLLM_VERSION, load_engine_flags
-from infragen.catalog.records import Accelerator
+from infragen.catalog.engines import argv_problems
 from infragen.errors import InfragenError
 from infragen.sizing.memory import vllm_profile_tokens
 
 MODEL_DIR = "/opt/models"
 API_KEY_FILE = "/run/infragen/api-key"
 
-#: vLLM --quantization value per weight format (None = unquantized or detected from the checkpoint).
+#: vLLM --quantization per weight format. Pre-quantized checkpoints (AWQ, GPTQ, INT8) get none: the checkpoint's
+#: quantization_config decides the method and vLLM picks the kernel (0.34 maps awq/awq_marlin to one config), so an
+#: AWQ repo is never forced to another method. fp8 quantizes a 16-bit checkpoint online and matches an FP8 one.
 VLLM_QUANTIZATION: dict[str, str | None] = {
-    "bf16": None, "fp16": None, "fp8": "fp8", "int8": None, "int4-awq": "awq_marlin", "int4-gptq": "gptq_marlin",
+    "bf16": None, "fp16": None, "fp8": "fp8", "int8": None, "int4-awq": None, "int4-gptq": None,
 }
 
 
 def vllm_argv(
     *, weights: str, served_name: str, port: int, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
     gpu_memory_utilization: float, precision: str, kv_cache_dtype: str, multi_node: bool,
-    model: ModelArchitecture, accelerator: Accelerator | None,
+    model: ModelArchitecture,
 ) -> list[str]:
     """`vllm serve ...` for one replica."""
     argv = ["vllm", "serve", weights, "--served-model-name", served_name, "--host", "0.0.0.0", "--port", str(port),
@@ -32,24 +32,22 @@ def vllm_argv(
             "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
             "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}"]
     quant = VLLM_QUANTIZATION.get(precision)
-    no_marlin = accelerator is None or kernel_problem(accelerator, "weights", "marlin") is not None
-    if quant and quant.endswith("_marlin") and no_marlin:
-        quant = quant.removesuffix("_marlin")  # no Marlin kernel below compute capability 8.0 (compat.yaml)
     if quant:
         argv += ["--quantization", quant]
     if kv_cache_dtype == "fp8":
         argv += ["--kv-cache-dtype", "fp8"]
     original, factor = model.original_max_position_embeddings, model.yarn_factor
     if original and factor and max_model_len > original:
-        # Qwen2/2.5 beyond 32K need YaRN scaling switched on (model card); vLLM takes it as JSON.
-        argv += ["--rope-scaling", json.dumps({"rope_type": "yarn", "factor": factor,
-                                               "original_max_position_embeddings": original},
-                                              separators=(",", ":"))]
+        # Qwen2/2.5 beyond 32K need YaRN switched on (model card). vLLM 0.34 has no --rope-scaling: the config is
+        # overridden, and transformers 5 reads `rope_parameters`, which replaces the whole dict (theta included).
+        rope = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": original,
+                "rope_theta": model.rope_theta}
+        argv += ["--hf-overrides", json.dumps({"rope_parameters": rope}, separators=(",", ":"))]
     argv += _batching_flags(model, max_model_len)
     argv += ["--enable-prefix-caching", "--download-dir", MODEL_DIR]
     if multi_node:
         argv += ["--distributed-executor-backend", "ray"]
-    _check("vllm", VLLM_VERSION, argv)
+    _check("vllm", argv)
     return argv
 
 
@@ -64,12 +62,11 @@ def llama_cpp_argv(*, weights_file: str, served_name: str, port: int, ctx_per_sl
     argv = ["llama-server", "--model", f"{MODEL_DIR}/{weights_file}", "--host", "0.0.0.0", "--port", str(port),
             "--ctx-size", str(ctx_per_slot * slots), "--parallel", str(slots), "--threads", str(threads),
             "--alias", served_name, "--api-key-file", API_KEY_FILE]
-    _check("llama.cpp", LLAMA_CPP_VERSION, argv)
+    _check("llama.cpp", argv)
     return argv
 
 
-def _check(engine: str, version: str, argv: list[str]) -> None:
-    allowed = load_engine_flags()[engine][version]
-    unknown = [a for a in argv if a.startswith("--") and a not in allowed]
-    if unknown:  # a bug in this module, not user input
-        raise InfragenError(f"internal: {engine} {version} flags not pinned in engines.yaml: {unknown}")
+def _check(engine: str, argv: list[str]) -> None:
+    problems = argv_problems(engine, argv)
+    if problems:  # a bug in this module, not user input
+        raise InfragenError(f"internal: the pinned {engine} would refuse {argv}: {'; '.join(problems)}")

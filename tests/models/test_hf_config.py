@@ -30,7 +30,7 @@ SAME_MODEL = {
 NOT_SHAPE = {
     "id", "display_name", "hf_repo", "source", "published_params_b", "published_active_params_b",
     "published_params_source", "published_active_includes_embedding", "aliases", "notes",
-    "max_position_embeddings", "original_max_position_embeddings", "yarn_factor",
+    "max_position_embeddings", "original_max_position_embeddings", "yarn_factor", "rope_theta",
 }
 
 

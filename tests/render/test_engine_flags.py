@@ -1,99 +1,80 @@
-"""Contract: every flag in a rendered ExecStart is in the pinned flag list for the plan's engine version.
+"""Contract: every rendered engine command line is one the pinned release's own parser accepts.
 
-The list lives in infragen/catalog/data/engines.yaml (written by the planner engineer; read, never written, here).
-Until it exists the tests skip; factory plans are checked only when their version is pinned there.
+What each release accepts is generated from the release (infragen/catalog/data/vllm.yaml from the vllm wheel's
+`vllm serve` parser, llama_cpp.yaml from llama.cpp's common/arg.cpp); CI does not install the engines, so the
+rendered ExecStart of every example, factory plan and test workload is checked against that data.
 """
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from infragen.catalog.engines import EngineRelease, argv_problems, pinned_release
 from infragen.plan import Plan
 from infragen.render import node_roles, render_user_data
 from tests.plan_factory import make_plan
-from tests.render.support import CASES, EXAMPLES, REPO, example_plan
-
-ENGINES_FILE = REPO / "infragen" / "catalog" / "data" / "engines.yaml"
-_ENGINE_KEYS = {"vllm": ("vllm",), "llama.cpp": ("llama.cpp", "llama_cpp", "llamacpp", "llama-cpp")}
-_FLAG_KEYS = ("flags", "allowed_flags", "pinned_flags")
+from tests.render.support import CASES, EXAMPLES, example_plan
 
 
-def _flags_in(node: Any) -> set[str] | None:
-    if isinstance(node, list) and all(isinstance(f, str) for f in node):
-        return set(node)
-    if isinstance(node, dict):
-        for key in _FLAG_KEYS:
-            if key in node:
-                return _flags_in(node[key]) or (set(node[key]) if isinstance(node[key], dict) else None)
-    return None
-
-
-def pinned_flags(data: Any, engine: str, version: str) -> set[str] | None:
-    """The flags engines.yaml pins for (engine, version), or None when that version is not listed."""
-    if isinstance(data, dict) and "engines" in data:
-        data = data["engines"]
-    section: Any = None
-    if isinstance(data, dict):
-        section = next((data[k] for k in _ENGINE_KEYS[engine] if k in data), None)
-    elif isinstance(data, list):
-        entries = [e for e in data if isinstance(e, dict) and e.get("name") in _ENGINE_KEYS[engine]]
-        section = entries or None
-    if isinstance(section, dict):
-        if version in section:
-            return _flags_in(section[version])
-        versions = section.get("versions")
-        if isinstance(versions, dict) and version in versions:
-            return _flags_in(versions[version])
-        section = versions if isinstance(versions, list) else ([section] if "version" in section else None)
-    if isinstance(section, list):
-        for entry in section:
-            if isinstance(entry, dict) and str(entry.get("version")) == version:
-                return _flags_in(entry)
-    return None
-
-
-def rendered_flags(plan: Plan) -> set[str]:
+def rendered_argv(plan: Plan) -> list[str]:
+    """The engine command of the rendered unit, as the shell would split it (systemd's ${PORT} filled in)."""
     role = node_roles(plan)[0]
     text = render_user_data(plan, role, head_address="10.0.0.10" if role == "head" else None)
     unit = next(f["content"] for f in yaml.safe_load(text)["write_files"] if f["path"].endswith("engine@.service"))
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
-    words = shlex.split(exec_start.removeprefix("ExecStart="))
-    return {w.split("=", 1)[0] for w in words if w.startswith("-")}
+    words = shlex.split(exec_start.removeprefix("ExecStart=").replace("${PORT}", str(plan.engine.port)))
+    words[0] = Path(words[0]).name
+    return words
 
 
-def _engines() -> Any:
-    if not ENGINES_FILE.is_file():
-        pytest.skip(f"{ENGINES_FILE.relative_to(REPO)} does not exist yet (planner engineer)")
-    return yaml.safe_load(ENGINES_FILE.read_text(encoding="utf-8"))
-
-
-def test_pinned_flags_reader() -> None:
-    data = {"engines": {"vllm": {"0.6.6.post1": {"flags": ["--port"]}},
-                        "llama.cpp": [{"version": "b4600", "flags": ["--ctx-size"]}]}}
-    assert pinned_flags(data, "vllm", "0.6.6.post1") == {"--port"}
-    assert pinned_flags(data, "llama.cpp", "b4600") == {"--ctx-size"}
-    assert pinned_flags(data, "vllm", "0.7.0") is None
-
-
-@pytest.mark.parametrize(("kind", "cloud"), CASES, ids=[f"{k}-{c}" for k, c in CASES])
-def test_factory_flags_are_pinned(kind: str, cloud: str) -> None:
-    plan = make_plan(kind, cloud)
-    allowed = pinned_flags(_engines(), plan.engine.name, plan.engine.version)
-    if allowed is None:
-        pytest.skip(f"engines.yaml pins no flag list for {plan.engine.name} {plan.engine.version} (factory version)")
-    assert rendered_flags(plan) <= allowed, sorted(rendered_flags(plan) - allowed)
+def _check(plan: Plan) -> None:
+    assert plan.engine.version == pinned_release(plan.engine.name).version
+    for argv in (plan.engine.argv, rendered_argv(plan)):
+        assert argv_problems(plan.engine.name, argv) == [], argv
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_flags_are_pinned(path: Path) -> None:
-    data = _engines()
-    plan = example_plan(path)
-    allowed = pinned_flags(data, plan.engine.name, plan.engine.version)
-    assert allowed is not None, f"engines.yaml pins no flag list for {plan.engine.name} {plan.engine.version}"
-    unknown = rendered_flags(plan) - allowed
-    assert not unknown, f"{path.stem}: flags not pinned for {plan.engine.name} {plan.engine.version}: {sorted(unknown)}"
+def test_every_example_renders_a_command_the_pinned_parser_accepts(path: Path) -> None:
+    _check(example_plan(path))
+
+
+@pytest.mark.parametrize(("kind", "cloud"), CASES, ids=[f"{k}-{c}" for k, c in CASES])
+def test_every_factory_plan_renders_a_command_the_pinned_parser_accepts(kind: str, cloud: str) -> None:
+    _check(make_plan(kind, cloud))
+
+
+def test_the_generated_descriptions_match_the_pins() -> None:
+    vllm, llama = pinned_release("vllm"), pinned_release("llama.cpp")
+    assert vllm.version == "0.34.0" and llama.version == "b11312" and llama.commit
+    assert "--rope-scaling" not in vllm.options  # moved to --hf-overrides before 0.34
+    assert vllm.options["--enable-prefix-caching"]["arity"] == 0
+    assert "fp8" in vllm.values["--quantization"] and "fp8" in vllm.values["--kv-cache-dtype"]
+    assert {"--ctx-size", "--parallel", "--api-key-file", "--alias"} <= llama.options.keys()
+
+
+def _release(**options: dict[str, object]) -> EngineRelease:
+    return EngineRelease(engine="vllm", version="x", commit=None, source="test", described_by="test",
+                         options={n: {**o, "names": [n]} for n, o in options.items()},
+                         values={"--quantization": frozenset({"fp8", "awq"})}, architectures=frozenset(),
+                         cuda_targets=())
+
+
+def test_the_checker_refuses_what_argparse_would() -> None:
+    rel = _release(**{"--port": {"arity": 1, "value": "int"}, "--quantization": {"arity": 1, "value": "str"},
+                      "--enable-x": {"arity": 0}, "--names": {"arity": "+", "value": "str"},
+                      "--hf-overrides": {"arity": 1, "value": "json-or-str"},
+                      "--mode": {"arity": 1, "value": "str", "choices": ["a", "b"]}})
+    ok = ["vllm", "serve", "org/m", "--port", "8000", "--names", "a", "b", "--enable-x", "--quantization", "fp8",
+          "--hf-overrides", '{"a":1}', "--mode=a"]
+    assert argv_problems("vllm", ok, rel) == []
+    bad = {"--rope-scaling": ["--rope-scaling", "{}"], "not a valid int": ["--port", "80x"],
+           "needs 1 value": ["--port"], "takes no value": ["--enable-x=1"], "not one of": ["--mode", "c"],
+           "not accepted by vllm": ["--quantization", "awq_marlin"], "valid json": ["--hf-overrides", "{bad"],
+           "unexpected argument": ["extra"]}
+    for expected, words in bad.items():
+        problems = argv_problems("vllm", ["vllm", "serve", "org/m", *words], rel)
+        assert problems and expected in problems[0], (words, problems)

@@ -120,7 +120,7 @@ def test_llama_cpp_node() -> None:
     files = files_of(render_user_data(plan, "replica"))
     install = files["/usr/local/sbin/infragen-install"]
     assert 'git clone --depth 1 --branch "$ENGINE_VERSION"' in install and "retry 5 clone" in install
-    assert "ENGINE_VERSION=b4600" in files["/usr/local/lib/infragen/common.sh"]
+    assert "ENGINE_VERSION=b11312" in files["/usr/local/lib/infragen/common.sh"]
     assert "cmake --build" in install
     fetch = files["/usr/local/sbin/infragen-fetch-model"]
     assert "FILE=tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf" in fetch and "MODEL_DIR=/opt/models" in fetch

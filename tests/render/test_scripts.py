@@ -288,7 +288,7 @@ chmod +x "$dir/bin/pip" "$dir/bin/vllm"
     fake(bin_dir, "aws", "exit 0\n")  # the image has an AWS CLI: none is installed
     assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
     lines = [line.replace(str(root), "") for line in calls.read_text().splitlines()]
-    assert "/opt/infragen/venv/pip install -q vllm==0.7.3 ray" in lines
+    assert "/opt/infragen/venv/pip install -q vllm==0.34.0 ray" in lines
     assert "/opt/infragen/tools/pip install -q huggingface_hub==0.36.2" in lines
     assert not any("awscli" in line for line in lines)
     assert run(root, "infragen-install", bin_dir).returncode == 0
