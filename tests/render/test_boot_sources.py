@@ -35,10 +35,10 @@ def _llama_cpp_install(tmp_path: Path, **render: str) -> str:
 
 def test_llama_cpp_is_cloned_from_the_rendered_repository(tmp_path: Path) -> None:
     assert _llama_cpp_install(tmp_path / "default").startswith(
-        f"git clone --depth 1 --branch b4600 {LLAMA_CPP_REPO} ")
+        f"git clone --depth 1 --branch b11312 {LLAMA_CPP_REPO} ")
     mirror = "file:///srv/mirrors/llama.cpp"
     assert _llama_cpp_install(tmp_path / "mirror", llama_cpp_repo=mirror).startswith(
-        f"git clone --depth 1 --branch b4600 {mirror} ")
+        f"git clone --depth 1 --branch b11312 {mirror} ")
 
 
 @pytest.mark.parametrize("url", ["", "llama.cpp", "https://example.test/a b", "file:///x\n- runcmd"])
