@@ -169,6 +169,10 @@ def gpus(fmt: str) -> None:
 def refresh(cloud: str, regions: tuple[str, ...], out: Path | None, no_pricing_api: bool) -> None:
     """Rewrite the cloud's data file from its live APIs (needs credentials and the `refresh` extra)."""
     from infragen.catalog.refresh import run_refresh
+    from infragen.cli.output import prepare_dir
+
+    if out is not None:
+        prepare_dir(out)  # an unusable --out is exit 2 before any API call
 
     with click.progressbar(length=1, label=f"Refreshing {cloud}", show_pos=True) as bar:
 

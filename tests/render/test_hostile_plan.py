@@ -177,3 +177,9 @@ def test_a_bug_is_an_internal_error_exit_70_without_traceback(monkeypatch: pytes
     assert "Traceback" not in r.err and len(r.err) < 600
     with pytest.raises(ZeroDivisionError):
         run_cli("--debug", "plan", str(workload))
+
+
+def test_catalog_refresh_out_under_a_file_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    r = run_cli("catalog", "refresh", "--cloud", "aws", "--out", str(tmp_path / "f" / "data"))
+    assert r.code == 2 and r.err.startswith(f"Error: --out {tmp_path / 'f' / 'data'}: ") and "Traceback" not in r.err

@@ -253,3 +253,15 @@ def test_hostile_name_or_path_in_config_is_refused_or_harmless(tmp_path: Path) -
 def test_hostile_price_overrides_exit_2(tmp_path: Path, entry: str) -> None:
     # A price of 1e308 used to reach the cost arithmetic (inf x replicas x hours).
     _refused(tmp_path, GOOD + f"prices: [{entry}]\n", command="plan")
+
+
+@pytest.mark.parametrize("size", ["1000000000", "999999999999"])
+def test_gguf_weight_bytes_of_a_huge_architecture_never_overflow(tmp_path: Path, size: str) -> None:
+    # GGUF weight bytes used to overflow (OverflowError) for absurd explicit architectures.
+    text = ARCH.format(id="custom").replace("hidden_size: 4096", f"hidden_size: {size}").replace(
+        "traffic:", "weights: org/model/m.Q4_K_M.gguf\nprecision: q4_k_m\nengine: llama.cpp\ntraffic:")
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    r = run_cli("plan", str(path))
+    assert r.code in (2, 3), r.err
+    assert "Traceback" not in r.err and "internal error" not in r.err
