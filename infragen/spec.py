@@ -324,6 +324,15 @@ class WorkloadSpec(_Strict):
                 raise conflict(
                     "weights", f"precision {', '.join(self.precision)} is GGUF, so weights must name a .gguf file"
                 )
+        if self.engine == "llama.cpp" and not (self.weights or "").endswith(".gguf"):
+            # llama-server loads one GGUF file; a safetensors repo (or none) cannot start it.
+            raise conflict(
+                "weights",
+                "engine is llama.cpp, which loads a GGUF file, but weights "
+                + (f"{self.weights!r} is not one" if self.weights else "is not set")
+                + "; give weights: org/repo/file.gguf (a Hugging Face GGUF file) or an s3:// / oss:// URI "
+                "ending in .gguf, or set engine: vllm (or auto)",
+            )
         return self
 
     def check_model(self, model: ModelArchitecture, *, path: Path | str) -> None:

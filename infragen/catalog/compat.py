@@ -5,6 +5,7 @@ Reads data only; sizing, estimate and render ask it instead of comparing archite
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 from typing import Literal
@@ -12,6 +13,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from infragen.catalog.engines import EngineRelease, pinned_release
 from infragen.catalog.records import Accelerator
 from infragen.errors import DataError
 
@@ -38,6 +40,19 @@ class KernelRule(_Record):
     """Where the rule was read."""
 
 
+class ModelTypeRule(_Record):
+    """Which architecture class an HF model_type is registered under in the engines."""
+
+    model_type: str
+    """HF `model_type` (the registry's `family`)."""
+    hf_architecture: str
+    """The HF `architectures` class name (`Qwen3MoeForCausalLM`)."""
+    first_vllm: str | None
+    """First vLLM release serving it, where a source says so (None = not recorded)."""
+    source: str
+    """Where the rule was read."""
+
+
 class CompatTable(_Record):
     """The whole compatibility table."""
 
@@ -49,6 +64,8 @@ class CompatTable(_Record):
     """Where the rules come from (each rule names its own source)."""
     kernels: list[KernelRule]
     """vLLM kernels per weight format / KV-cache type."""
+    model_types: list[ModelTypeRule]
+    """HF model_type -> architecture class."""
 
 
 def capability(text: str) -> tuple[int, int]:
@@ -94,3 +111,40 @@ def kernel_problem(acc: Accelerator, kind: str, fmt: str, table: CompatTable | N
         return None
     return (f"{acc.id} (compute capability {acc.compute_capability}) has no vLLM kernel for {what}: "
             f"needs {rule.min_compute_capability} or newer")
+
+
+def wheel_problem(acc: Accelerator, release: EngineRelease | None = None) -> str | None:
+    """Why the pinned vLLM wheel has no kernels for `acc` (its sm_ targets; `sm_100f` = every 10.x part)."""
+    release = release or pinned_release("vllm")
+    name = f"vLLM {release.version}"
+    if acc.vendor != "nvidia":
+        return f"{acc.id}: the {name} wheel on the package registry is built for NVIDIA CUDA only"
+    if acc.compute_capability is None:
+        return f"{acc.id}: compute capability not in the catalog, so the {name} wheel cannot be checked"
+    major, minor = capability(acc.compute_capability)
+    for target in release.cuda_targets:
+        m = re.fullmatch(r"sm_(\d+)(\d)([af]?)", target)
+        if m is None:
+            continue
+        t_major, t_minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
+        if (major, minor) == (t_major, t_minor) or (suffix == "f" and major == t_major and minor >= t_minor):
+            return None
+    return (f"{acc.id} (compute capability {acc.compute_capability}): the {name} wheel has kernels for "
+            f"{', '.join(release.cuda_targets)} only")
+
+
+def architecture_problem(engine: str, model_type: str, release: EngineRelease | None = None,
+                         table: CompatTable | None = None, *, unknown_ok: bool = False) -> str | None:
+    """Why the pinned `engine` release cannot serve models of `model_type` (None when it can). `unknown_ok`: a
+    model_type without a row passes (`estimate` of an explicit architecture); the planner never sets it."""
+    release = release or pinned_release(engine)
+    table = table or load_compat()
+    rule = next((r for r in table.model_types if r.model_type == model_type), None)
+    if rule is None:
+        if unknown_ok:
+            return None
+        return f"model_type {model_type!r} has no row in compat.yaml, so {engine} support cannot be checked"
+    if rule.hf_architecture in release.architectures:
+        return None
+    first = f" (first served by vLLM {rule.first_vllm})" if engine == "vllm" and rule.first_vllm else ""
+    return f"{engine} {release.version} does not serve {rule.hf_architecture}{first}"

@@ -7,7 +7,7 @@ impossible inputs (tp*pp larger than the GPUs, vLLM on a CPU) raise InputError. 
 from __future__ import annotations
 
 from infragen.architecture import ModelArchitecture
-from infragen.catalog.compat import kernel_problem
+from infragen.catalog.compat import architecture_problem, kernel_problem, wheel_problem
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
 from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
@@ -138,9 +138,13 @@ def estimate_memory(
         raise InputError(f"precision {precision!r} is not served by vLLM; use one of {', '.join(VLLM_WEIGHT_FORMATS)}")
     acc = hardware.accelerator
     assert acc is not None  # _check_layout guarantees it
-    kernels = kernel_problem(acc, "weights", precision, unknown_ok=True)  # compat.yaml, by compute capability
-    if kernels:
-        return _not_fitting(base, kernels)
+    # compat.yaml: the pinned release serves the architecture, its wheel and kernels run on this GPU (a user's
+    # hardware file without a compute capability is taken at its word)
+    support = (architecture_problem("vllm", model.family, unknown_ok=True)
+               or (wheel_problem(acc) if acc.compute_capability is not None else None)
+               or kernel_problem(acc, "weights", precision, unknown_ok=True))
+    if support:
+        return _not_fitting(base, support)
     if model.num_attention_heads % tp:
         return _not_fitting(base, f"tp={tp} does not divide the {model.num_attention_heads} attention heads")
     nkv = kv_heads(model)

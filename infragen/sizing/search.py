@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog
-from infragen.catalog.compat import kernel_problem
+from infragen.catalog.compat import architecture_problem, kernel_problem, wheel_problem
 from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
 from infragen.sizing import queueing, resources
@@ -112,6 +112,9 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
                     if spec.engine == "llama.cpp":
                         yield None, f"llama.cpp cannot load {precision}"
                     continue
+                if not (spec.weights or "").endswith(".gguf"):
+                    yield None, f"{precision}/llama.cpp: llama-server needs a GGUF file in weights (org/repo/file.gguf)"
+                    continue
                 yield Layout("llama.cpp", precision, 1, 1, 1, 1), ""
                 continue
             if not inst.gpu_count:
@@ -137,6 +140,14 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
                 for n in range(2, MAX_NODES_PER_REPLICA + 1):
                     if n <= model.num_layers:
                         yield Layout("vllm", precision, g, n, n, 1), ""
+
+
+def _support_problem(engine: str, model: ModelArchitecture, hw: Hardware) -> str | None:
+    """compat.yaml: the pinned release serves the model's architecture, and its vLLM wheel runs on the GPU."""
+    problem = architecture_problem(engine, model.family)
+    if problem is None and engine == "vllm" and hw.accelerator is not None:
+        problem = wheel_problem(hw.accelerator)
+    return problem
 
 
 def _precision_problem(precision: str, hw: Hardware, kv_dtype: str) -> str | None:
@@ -180,7 +191,8 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     def reject(reason: str, **kw: float | None) -> Sizing:
         return Sizing(inst, hw, layout, None, 0, 0, reason, **kw)  # type: ignore[arg-type]
 
-    problem = _precision_problem(layout.precision, hw, spec.kv_cache_dtype)
+    problem = _support_problem(layout.engine, model, hw) or (
+        _precision_problem(layout.precision, hw, spec.kv_cache_dtype) if layout.engine == "vllm" else None)
     if problem:
         return reject(problem)
     try:

@@ -80,3 +80,78 @@ def test_planner_picks_fp8_on_l4_and_l40s_when_it_is_cheapest(family: str) -> No
     plan = plan_workload(spec, catalog=load_catalog(), model=model, workload_name="t")
     assert plan.deployment.precision == "fp8"
     assert not any("FP8" in a.rejected_because and "tensor cores" in a.rejected_because for a in plan.alternatives)
+
+
+def test_llama_cpp_without_a_gguf_file_is_exit_2_naming_weights(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    path = tmp_path / "w.yaml"
+    path.write_text("model: tinyllama-1.1b\nengine: llama.cpp\nprecision: bf16\ncloud: aws\n"
+                    "traffic: {concurrent_users: 2, prompt_tokens: 256, output_tokens: 64}\n")
+    proc = subprocess.run([sys.executable, "-m", "infragen", "plan", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert "weights" in proc.stderr and "GGUF" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_auto_engine_never_plans_llama_cpp_without_a_gguf_file() -> None:
+    spec = WorkloadSpec.model_validate({
+        "model": "tinyllama-1.1b", "precision": ["bf16"], "cloud": "aws", "regions": ["us-east-1"],
+        "traffic": {"concurrent_users": 2, "prompt_tokens": 256, "output_tokens": 64}})
+    plan = plan_workload(spec, catalog=load_catalog(), model=load_model_registry()["tinyllama-1.1b"],
+                         workload_name="t")
+    assert plan.deployment.engine == "vllm"
+    assert all(a.engine != "llama.cpp" or "GGUF file" in a.rejected_because for a in plan.alternatives)
+
+
+def test_the_pinned_vllm_wheel_runs_on_blackwell_but_not_volta_nor_amd() -> None:
+    from infragen.catalog.compat import wheel_problem
+
+    for gpu in ("b200-180gb", "b300-288gb", "alibaba-blackwell-pro-48gb", "h100-sxm-80gb", "l4-24gb", "t4-16gb"):
+        assert wheel_problem(_acc(gpu)) is None, gpu  # sm_100f covers 10.3, sm_120f the RTX PRO parts
+    assert "has kernels for sm_75" in (wheel_problem(_acc("v100-32gb")) or "")
+    assert "NVIDIA CUDA only" in (wheel_problem(_acc("mi300x-192gb")) or "")
+
+
+def test_a_wheel_without_blackwell_targets_refuses_b200() -> None:
+    from dataclasses import replace
+
+    from infragen.catalog.compat import wheel_problem
+    from infragen.catalog.engines import pinned_release
+
+    old = replace(pinned_release("vllm"), version="0.7.3", cuda_targets=("sm_70", "sm_75", "sm_80", "sm_86",
+                                                                           "sm_89", "sm_90"))
+    assert "0.7.3 wheel has kernels for" in (wheel_problem(_acc("b200-180gb"), old) or "")
+    assert wheel_problem(_acc("h100-sxm-80gb"), old) is None
+
+
+def test_a_release_without_qwen3_moe_is_refused_with_the_first_release_that_serves_it() -> None:
+    from dataclasses import replace
+
+    from infragen.catalog.compat import architecture_problem
+    from infragen.catalog.engines import pinned_release
+
+    pinned = pinned_release("vllm")
+    assert architecture_problem("vllm", "qwen3_moe") is None
+    old = replace(pinned, version="0.7.3", architectures=pinned.architectures - {"Qwen3MoeForCausalLM"})
+    assert architecture_problem("vllm", "qwen3_moe", old) == (
+        "vllm 0.7.3 does not serve Qwen3MoeForCausalLM (first served by vLLM 0.8.4)")
+
+
+def test_every_registry_model_type_is_served_by_both_pinned_engines() -> None:
+    from infragen.catalog.compat import architecture_problem
+
+    for model in load_model_registry().values():
+        assert architecture_problem("vllm", model.family) is None, model.id
+        assert architecture_problem("llama.cpp", model.family) is None, model.id
+
+
+def test_v100_is_never_planned_with_the_pinned_vllm() -> None:
+    spec = WorkloadSpec.model_validate({
+        "model": "llama-3.1-8b", "precision": ["fp16"], "cloud": "aws", "regions": ["us-east-1"],
+        "instance_families": {"allow": ["p3", "g6"]},
+        "traffic": {"concurrent_users": 4, "prompt_tokens": 512, "output_tokens": 128}})
+    plan = plan_workload(spec, catalog=load_catalog(), model=load_model_registry()["llama-3.1-8b"], workload_name="t")
+    assert not plan.deployment.instance_type.startswith("p3")
+    assert any(a.instance_type.startswith("p3") and "wheel has kernels for" in a.rejected_because
+               for a in plan.alternatives)

@@ -121,7 +121,7 @@ def test_weights_too_big_is_an_answer_with_numbers() -> None:
 
 
 def test_fp8_weights_need_compute_capability_8_0_or_newer() -> None:
-    mem = estimate_memory(LLAMA3_8B, hardware_from_gpu(gpu(arch="Volta", fp8=None), 1), precision="fp8")
+    mem = estimate_memory(LLAMA3_8B, hardware_from_gpu(gpu(arch="Turing", fp8=None), 1), precision="fp8")
     assert not mem.fits and "has no vLLM kernel for fp8 weights: needs 8.0 or newer" in (mem.reason or "")
 
 
