@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from infragen.errors import InputError
 from infragen.render import LLAMA_CPP_REPO, render_user_data
@@ -70,3 +75,41 @@ def test_an_s3_gguf_object_is_copied_from_its_own_key(tmp_path: Path) -> None:
     assert _s3_fetch(tmp_path / "prefix", "s3://bucket/models/") == [
         "aws s3 cp --only-show-errors --region us-east-1 s3://bucket/models/tiny-q8_0.gguf "
         "/opt/models/tiny-q8_0.gguf"]
+
+
+_FAKE_OSS2 = """
+import json, os
+CALLS = os.environ["FAKE_OSS2_CALLS"]
+class ProviderAuthV4:
+    def __init__(self, provider): pass
+class Bucket:
+    def __init__(self, auth, endpoint, name, region=None): self.name = name
+def ObjectIterator(bucket, prefix=""):
+    raise AssertionError("a single file is fetched by key, not listed")
+def resumable_download(bucket, key, target, num_threads=1):
+    with open(CALLS, "a") as f: f.write(json.dumps([bucket.name, key, target]) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("uri", ["oss://bucket/models/tiny-q8_0.gguf", "oss://bucket/models/"])
+def test_an_oss_gguf_object_is_fetched_from_its_own_key(tmp_path: Path, uri: str) -> None:
+    pytest.importorskip("alibabacloud_credentials", reason="the node's Alibaba SDK is not installed here")
+    plan = make_plan("cpu", "alicloud")
+    model = plan.model.model_copy(update={"weights_source": "oss", "weights_uri": uri,
+                                          "weights_file": "tiny-q8_0.gguf"})
+    argv = [a.replace("tinyllama-1.1b-chat-v1.0.Q4_K_M", "tiny-q8_0") for a in plan.engine.argv]
+    plan = plan.model_copy(update={"model": model, "engine": plan.engine.model_copy(update={"argv": argv})})
+    text = render_user_data(plan, "replica")
+    helper = next(f["content"] for f in yaml.safe_load(text)["write_files"] if f["path"].endswith("alicloud.py"))
+    (tmp_path / "alicloud.py").write_text(helper)
+    fake = tmp_path / "fake" / "oss2"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(_FAKE_OSS2)
+    (fake / "credentials.py").write_text("class Credentials: pass\nclass CredentialsProvider: pass\n")
+    calls = tmp_path / "calls"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake"), "FAKE_OSS2_CALLS": str(calls)}
+    result = subprocess.run([sys.executable, str(tmp_path / "alicloud.py"), "oss-get", uri, "/opt/models",
+                             "cn-hangzhou", "tiny-q8_0.gguf"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in calls.read_text().splitlines()] == [
+        ["bucket", "models/tiny-q8_0.gguf", "/opt/models/tiny-q8_0.gguf"]]
