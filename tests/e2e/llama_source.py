@@ -34,6 +34,9 @@ class Vendored:
 #: from the sdist's CHANGELOG.md ("## [<version>] ... llama.cpp@<commit>") and recorded in the local repository.
 #: Moving the pin to a tag not listed here makes the end-to-end test fail and name this table.
 VENDORED: dict[str, Vendored] = {
+    "b11312": Vendored(
+        "0.3.36", exact=True,
+        note="llama-cpp-python 0.3.36's CHANGELOG: llama.cpp@0c1e57098, the commit engines.yaml pins for b11312"),
     "b4600": Vendored(
         "0.3.7", exact=False,
         note="llama-cpp-python 0.3.7's CHANGELOG: llama.cpp@794fe23f29fb (ggml-ci ran it 2025-01-28); b4600 is of "
