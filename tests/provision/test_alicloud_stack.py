@@ -42,6 +42,7 @@ UNTAGGABLE = {
         "alb.LoadBalancerSecurityGroupAttachmentArgs",
     "alicloud:nlb/serverGroupServerAttachment:ServerGroupServerAttachment": "nlb.ServerGroupServerAttachmentArgs",
     "alicloud:ecs/ramRoleAttachment:RamRoleAttachment": "ecs.RamRoleAttachmentArgs",
+    "alicloud:alb/rule:Rule": "alb.RuleArgs",
 }
 
 
@@ -90,28 +91,46 @@ def test_nodes_are_private_hardened_and_encrypted(stack: tuple[Plan, AliRun, dic
 
 
 def test_no_public_ingress_but_the_listener(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
-    plan, mocks, _ = stack
+    _, mocks, _ = stack
     groups = {r.name: r for r in mocks.of_type("ecs/securityGroup:SecurityGroup")}
     lb_sg = next(f"{name}-id" for name in groups if name.endswith("-lb-sg"))
     for rule in mocks.of_type(RULE):
         inputs = rule.inputs
         assert inputs["type"] == "ingress"
+        if inputs.get("policy") == "drop":
+            continue  # the LB's deny-all (checked below)
         low, high = (int(p) for p in inputs["portRange"].split("/"))
         if "sourceSecurityGroupId" not in inputs:
             assert low > 0 and not low <= 22 <= high, f"{rule.name} opens SSH or every port to {inputs['cidrIp']}"
         cidr = inputs.get("cidrIp")
         if cidr is not None and not ipaddress.ip_network(cidr).is_private:
-            # Only the LB's security group may admit the internet, and only on the listener port.
+            # Only the LB's security group may admit the internet, and only on the listener port (80, no cert).
             assert inputs["securityGroupId"] == lb_sg, f"{rule.name} opens a node to {cidr}"
-            assert inputs["portRange"] == f"{plan.engine.port}/{plan.engine.port}", rule.name
+            assert inputs["portRange"] == "80/80", rule.name
             assert inputs["ipProtocol"] == "tcp", rule.name
+    _assert_deny_below_allows(mocks, lb_sg)
+
+
+def _assert_deny_below_allows(mocks: AliRun, lb_sg: str) -> None:
+    """The LB group ends with one deny-all at the lowest priority; every allow rule sits above it."""
+    rules = [r.inputs for r in mocks.of_type(RULE) if r.inputs["securityGroupId"] == lb_sg]
+    (deny,) = [r for r in rules if r.get("policy") == "drop"]
+    assert deny["cidrIp"] == "0.0.0.0/0" and deny["ipProtocol"] == "all" and deny["portRange"] == "-1/-1"
+    allows = [r for r in rules if r.get("policy") == "accept"]
+    assert allows and all(r["priority"] < deny["priority"] == 100 for r in allows)
 
 
 def test_load_balancer_forwards_to_the_engine_ports(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, exports = stack
     (listener,) = mocks.of_type("alb/listener:Listener")
-    assert listener.inputs["listenerPort"] == plan.engine.port
+    assert listener.inputs["listenerPort"] == 80
     assert listener.inputs["listenerProtocol"] == "HTTP"
+    # Only the API and the health path reach the engines; the rest gets a 404 from the ALB.
+    rules = sorted(mocks.of_type("alb/rule:Rule"), key=lambda r: r.inputs["priority"])
+    assert [r.inputs["ruleConditions"][0]["pathConfig"]["values"] for r in rules] == [
+        ["/v1/*", plan.engine.health_path], ["/*"]]
+    assert rules[0].inputs["ruleActions"][0]["type"] == "ForwardGroup"
+    assert rules[1].inputs["ruleActions"][0]["fixedResponseConfig"]["httpCode"] == "404"
     assert listener.inputs["idleTimeout"] == plan.network.idle_timeout_s
     (group,) = mocks.of_type("alb/serverGroup:ServerGroup")
     health = group.inputs["healthCheckConfig"]
@@ -127,7 +146,7 @@ def test_load_balancer_forwards_to_the_engine_ports(stack: tuple[Plan, AliRun, d
     assert alb.inputs["addressType"] == "Internet"
     assert len(alb.inputs["zoneMappings"]) == 2
     assert len({z["zoneId"] for z in alb.inputs["zoneMappings"]}) == 2, "ALB needs two distinct zones"
-    assert exports["endpoint"] == f"http://{alb.name}.cn-hangzhou.alb.example:{plan.engine.port}"
+    assert exports["endpoint"] == f"http://{alb.name}.cn-hangzhou.alb.example"
 
 
 def test_nodes_accept_only_the_lb_vswitches_on_engine_ports(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
@@ -279,18 +298,27 @@ def test_spot_plans_launch_spot_instances() -> None:
 def test_certificate_adds_an_https_listener_and_opens_443() -> None:
     mocks = run_alicloud(make_plan("single", "alicloud"), certificate="1234-cn-hangzhou")
     listeners = {r.inputs["listenerPort"]: r for r in mocks.of_type("alb/listener:Listener")}
-    assert set(listeners) == {8000, 443}
+    assert set(listeners) == {80, 443}
     assert listeners[443].inputs["certificates"]["certificateId"] == "1234-cn-hangzhou"
-    public_ports = {r.inputs["portRange"] for r in mocks.of_type(RULE) if r.inputs.get("cidrIp") == "0.0.0.0/0"}
-    assert public_ports == {"8000/8000", "443/443"}
-    assert mocks.exports["endpoint"].startswith("https://") and mocks.exports["endpoint"].endswith(":443")
+    public_ports = {r.inputs["portRange"] for r in mocks.of_type(RULE)
+                    if r.inputs.get("cidrIp") == "0.0.0.0/0" and r.inputs["policy"] == "accept"}
+    assert public_ports == {"80/80", "443/443"}
+    rules = {r.name: r.inputs for r in mocks.of_type("alb/rule:Rule")}
+    # HTTP only redirects to HTTPS; HTTPS carries the API rules.
+    (redirect,) = [r for n, r in rules.items() if n.endswith("http-redirect")]
+    assert redirect["ruleActions"][0]["redirectConfig"] == {"protocol": "HTTPS", "port": "443", "httpCode": "301"}
+    assert {n.rsplit("-", 1)[-1] for n in rules if "-alb-https-" in n} == {"api", "found"}
+    assert mocks.exports["endpoint"].startswith("https://")
 
 
 def test_allowed_cidrs_restrict_the_listener() -> None:
     mocks = run_alicloud(make_plan("single", "alicloud"), allowed=("203.0.113.0/24", "198.51.100.0/24"))
-    public = {r.inputs["cidrIp"] for r in mocks.of_type(RULE) if r.inputs["securityGroupId"].endswith("-lb-sg-id")}
+    lb_rules = [r.inputs for r in mocks.of_type(RULE) if r.inputs["securityGroupId"].endswith("-lb-sg-id")]
+    public = {r["cidrIp"] for r in lb_rules if r["policy"] == "accept"}
     assert public == {"203.0.113.0/24", "198.51.100.0/24"}
-    assert all(r.inputs.get("cidrIp") != "0.0.0.0/0" for r in mocks.of_type(RULE))
+    # Without the deny-all below them the allow rules would not bind (ALB/NLB accept everyone otherwise).
+    assert all(r.inputs.get("cidrIp") != "0.0.0.0/0" or r.inputs["policy"] == "drop" for r in mocks.of_type(RULE))
+    _assert_deny_below_allows(mocks, "test-single-al-net-lb-sg-id")
 
 
 def test_nlb_plans_get_a_tcp_nlb_with_an_http_health_check() -> None:
@@ -300,14 +328,14 @@ def test_nlb_plans_get_a_tcp_nlb_with_an_http_health_check() -> None:
     (nlb,) = mocks.of_type("nlb/loadBalancer:LoadBalancer")
     assert nlb.inputs["securityGroupIds"] and len(nlb.inputs["zoneMappings"]) == 2
     (listener,) = mocks.of_type("nlb/listener:Listener")
-    assert listener.inputs["listenerPort"] == plan.engine.port and listener.inputs["listenerProtocol"] == "TCP"
+    assert listener.inputs["listenerPort"] == 80 and listener.inputs["listenerProtocol"] == "TCP"
     (group,) = mocks.of_type("nlb/serverGroup:ServerGroup")
     assert group.inputs["healthCheck"]["healthCheckUrl"] == plan.engine.health_path
     attachments = mocks.of_type("nlb/serverGroupServerAttachment:ServerGroupServerAttachment")
     ports = sorted(a.inputs["port"] for a in attachments)
     assert ports == [8000, 8001, 8002, 8003]
     assert any(token == "alicloud:nlb/getZones:getZones" for token, _ in mocks.calls)
-    assert mocks.exports["endpoint"].endswith(f":{plan.engine.port}")
+    assert mocks.exports["endpoint"] == f"http://{nlb.name}.cn-hangzhou.nlb.example"
 
 
 def test_a_region_with_one_lb_zone_fails_with_a_message() -> None:
@@ -412,3 +440,14 @@ def test_the_plans_region_wins_over_the_stack_config() -> None:
 def test_an_aws_plan_is_refused() -> None:
     with pytest.raises(InputError, match="not alicloud"):
         run_alicloud(make_plan("single", "aws"))
+
+
+def test_an_nlb_with_a_certificate_offers_tls_on_443_only() -> None:
+    plan = _plan_with(make_plan("packed", "alicloud"), network={"load_balancer": "nlb"})
+    mocks = run_alicloud(plan, certificate="1234-cn-hangzhou")
+    (listener,) = mocks.of_type("nlb/listener:Listener")
+    assert listener.inputs["listenerPort"] == 443 and listener.inputs["listenerProtocol"] == "TCPSSL"
+    allowed = {r.inputs["portRange"] for r in mocks.of_type(RULE) if r.inputs.get("policy") == "accept"
+               and r.inputs["securityGroupId"].endswith("-lb-sg-id")}
+    assert allowed == {"443/443"}
+    assert mocks.exports["endpoint"].startswith("https://")

@@ -126,7 +126,7 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     network_layout = plan_network(plan, settings.vpc_cidr)
     nodes = plan_nodes(plan, network_layout.node_cidrs)
     disks = plan_disks(plan)
-    ports = listener_ports(plan.engine.port, settings.certificate_arn)
+    ports = listener_ports(plan.network.load_balancer, settings.certificate_arn)
     user_data = [check_user_data(renderer(plan, node.role, head_address=_head_of(node, nodes)),
                                  max_bytes=USER_DATA_TEXT_MAX_BYTES, what=f"user-data of {node.name}")
                  for node in nodes]

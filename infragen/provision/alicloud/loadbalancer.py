@@ -1,7 +1,8 @@
 """Alibaba Cloud load balancer component: an Internet ALB (or NLB) in front of the serving nodes.
 
-Listens on the engine port (and 443 with a certificate), forwards to the engine ports the layout lists,
-health-checks the plan's health path. Makes no decision about how many backends there are.
+Listens on 80 (HTTP) and, with a certificate, 443 (HTTPS; 80 then redirects there), like the AWS program; an ALB
+forwards only `/v1/*` (which vLLM's API key guards) and the health path, and answers 404 to everything else.
+Forwards to the engine ports the layout lists. Makes no decision about how many backends there are.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from typing import Literal
 import pulumi
 import pulumi_alicloud as alicloud
 
+HTTP_PORT = 80
 HTTPS_PORT = 443
+#: Paths a client may reach through an ALB: the OpenAI API (vLLM's --api-key guards only /v1) and the health path.
+API_PATH = "/v1/*"
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,7 @@ class LoadBalancerArgs:
     security_group_id: pulumi.Input[str]
     """LB security group (clients to the listener ports only)."""
     listener_port: int
-    """Port clients connect to (= the engine port)."""
+    """Engine port of the first instance (kept for the NLB health check; clients use 80/443)."""
     backends: Sequence[Backend]
     """Engine instances to forward to."""
     health_path: str
@@ -65,14 +69,13 @@ class AliLoadBalancer(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: LoadBalancerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("infragen:alicloud:LoadBalancer", name, None, opts)
-        self.listener_ports = listener_ports(args.listener_port, args.certificate_id)
+        self.listener_ports = listener_ports(args.kind, args.certificate_id)
         if args.kind == "alb":
             self.dns_name = self._alb(name, args)
         else:
             self.dns_name = self._nlb(name, args)
         scheme = "https" if args.certificate_id else "http"
-        port = HTTPS_PORT if args.certificate_id else args.listener_port
-        self.endpoint = pulumi.Output.concat(scheme, "://", self.dns_name, ":", str(port))
+        self.endpoint = pulumi.Output.concat(scheme, "://", self.dns_name)
         self.register_outputs({"dns_name": self.dns_name, "endpoint": self.endpoint})
 
     def _alb(self, name: str, args: LoadBalancerArgs) -> pulumi.Output[str]:
@@ -100,23 +103,55 @@ class AliLoadBalancer(pulumi.ComponentResource):
                                                         weight=100, description=f"engine :{b.port}")
                      for b in args.backends],
             tags=tags, opts=child)
+        # A listener's default action can only forward (provider: "Value: ForwardGroup"); rules below decide.
         forward = [alicloud.alb.ListenerDefaultActionArgs(
             type="ForwardGroup",
             forward_group_config=alicloud.alb.ListenerDefaultActionForwardGroupConfigArgs(
                 server_group_tuples=[alicloud.alb.ListenerDefaultActionForwardGroupConfigServerGroupTupleArgs(
                     server_group_id=group.id)]))]
         # request_timeout bounds a whole response; streamed generations need as long as the idle timeout.
-        alicloud.alb.Listener(
-            f"{name}-alb-http", load_balancer_id=lb.id, listener_protocol="HTTP", listener_port=args.listener_port,
+        http = alicloud.alb.Listener(
+            f"{name}-alb-http", load_balancer_id=lb.id, listener_protocol="HTTP", listener_port=HTTP_PORT,
             idle_timeout=args.idle_timeout_s, request_timeout=args.idle_timeout_s, default_actions=forward,
-            listener_description=f"{args.prefix} engine port", tags=tags, opts=child)
+            listener_description=f"{args.prefix} http", tags=tags, opts=child)
         if args.certificate_id:
-            alicloud.alb.Listener(
+            https = alicloud.alb.Listener(
                 f"{name}-alb-https", load_balancer_id=lb.id, listener_protocol="HTTPS", listener_port=HTTPS_PORT,
                 idle_timeout=args.idle_timeout_s, request_timeout=args.idle_timeout_s, default_actions=forward,
                 certificates=alicloud.alb.ListenerCertificatesArgs(certificate_id=args.certificate_id),
                 listener_description=f"{args.prefix} https", tags=tags, opts=child)
+            self._api_rules(f"{name}-alb-https", https, group.id, args.health_path)
+            # Plain HTTP only redirects: the API key never crosses the internet in clear text.
+            alicloud.alb.Rule(
+                f"{name}-alb-http-redirect", listener_id=http.id, priority=1, rule_name=f"{args.prefix}-to-https",
+                rule_conditions=[_paths(["/*"])],
+                rule_actions=[alicloud.alb.RuleRuleActionArgs(
+                    order=1, type="Redirect", redirect_config=alicloud.alb.RuleRuleActionRedirectConfigArgs(
+                        protocol="HTTPS", port=str(HTTPS_PORT), http_code="301"))],
+                opts=child)
+        else:
+            self._api_rules(f"{name}-alb-http", http, group.id, args.health_path)
         return lb.dns_name
+
+    def _api_rules(self, name: str, listener: alicloud.alb.Listener, group_id: pulumi.Input[str],
+                   health_path: str) -> None:
+        """Forward `/v1/*` and the health path; 404 for everything else (/metrics, /docs, ... stay private)."""
+        child = pulumi.ResourceOptions(parent=self)
+        alicloud.alb.Rule(
+            f"{name}-api", listener_id=listener.id, priority=1, rule_name="api-and-health",
+            rule_conditions=[_paths([API_PATH, health_path])],
+            rule_actions=[alicloud.alb.RuleRuleActionArgs(
+                order=1, type="ForwardGroup", forward_group_config=alicloud.alb.RuleRuleActionForwardGroupConfigArgs(
+                    server_group_tuples=[alicloud.alb.RuleRuleActionForwardGroupConfigServerGroupTupleArgs(
+                        server_group_id=group_id)]))],
+            opts=child)
+        alicloud.alb.Rule(
+            f"{name}-not-found", listener_id=listener.id, priority=2, rule_name="everything-else",
+            rule_conditions=[_paths(["/*"])],
+            rule_actions=[alicloud.alb.RuleRuleActionArgs(
+                order=1, type="FixedResponse", fixed_response_config=alicloud.alb.RuleRuleActionFixedResponseConfigArgs(
+                    content="not found", content_type="text/plain", http_code="404"))],
+            opts=child)
 
     def _nlb(self, name: str, args: LoadBalancerArgs) -> pulumi.Output[str]:
         child = pulumi.ResourceOptions(parent=self)
@@ -140,12 +175,14 @@ class AliLoadBalancer(pulumi.ComponentResource):
             alicloud.nlb.ServerGroupServerAttachment(
                 f"{name}-nlb-server-{i}", server_group_id=group.id, server_id=backend.instance_id,
                 server_type="Ecs", port=backend.port, weight=100, opts=child)
-        # NLB TCP listeners accept an idle timeout of 1~900 s (pulumi-alicloud 4.0.0 nlb.Listener docs).
-        alicloud.nlb.Listener(
-            f"{name}-nlb-tcp", load_balancer_id=lb.id, listener_protocol="TCP", listener_port=args.listener_port,
-            server_group_id=group.id, idle_timeout=args.idle_timeout_s,
-            listener_description=f"{args.prefix} engine port", tags=tags, opts=child)
-        if args.certificate_id:
+        # NLB TCP listeners accept an idle timeout of 1~900 s (pulumi-alicloud 4.0.0 nlb.Listener docs). Layer 4:
+        # no path filter, so an NLB forwards every path (docs/alicloud.md); with a certificate only TLS is offered.
+        if not args.certificate_id:
+            alicloud.nlb.Listener(
+                f"{name}-nlb-tcp", load_balancer_id=lb.id, listener_protocol="TCP", listener_port=HTTP_PORT,
+                server_group_id=group.id, idle_timeout=args.idle_timeout_s,
+                listener_description=f"{args.prefix} http", tags=tags, opts=child)
+        else:
             alicloud.nlb.Listener(
                 f"{name}-nlb-tls", load_balancer_id=lb.id, listener_protocol="TCPSSL", listener_port=HTTPS_PORT,
                 server_group_id=group.id, idle_timeout=args.idle_timeout_s, certificate_ids=[args.certificate_id],
@@ -153,6 +190,14 @@ class AliLoadBalancer(pulumi.ComponentResource):
         return lb.dns_name
 
 
-def listener_ports(engine_port: int, certificate_id: str | None) -> tuple[int, ...]:
-    """Ports the load balancer listens on: the engine port, plus 443 when a certificate is configured."""
-    return (engine_port, HTTPS_PORT) if certificate_id else (engine_port,)
+def listener_ports(kind: str, certificate_id: str | None) -> tuple[int, ...]:
+    """Ports the load balancer listens on: 80, plus 443 with a certificate (an NLB then offers TLS on 443 only:
+    it cannot redirect)."""
+    if not certificate_id:
+        return (HTTP_PORT,)
+    return (HTTPS_PORT,) if kind == "nlb" else (HTTP_PORT, HTTPS_PORT)
+
+
+def _paths(values: list[str]) -> alicloud.alb.RuleRuleConditionArgs:
+    return alicloud.alb.RuleRuleConditionArgs(type="Path",
+                                              path_config=alicloud.alb.RuleRuleConditionPathConfigArgs(values=values))

@@ -13,6 +13,10 @@ import pulumi_alicloud as alicloud
 
 from infragen.provision.alicloud.layout import NetworkLayout
 
+# Security group rule priorities run 1 (first) to 100 (last) (pulumi-alicloud ecs.SecurityGroupRule `priority`).
+ALLOW_PRIORITY = 1
+DENY_PRIORITY = 100
+
 
 @dataclass(frozen=True)
 class NetworkArgs:
@@ -99,8 +103,14 @@ class AliNetwork(pulumi.ComponentResource):
             for j, cidr in enumerate(args.allowed_cidrs):
                 alicloud.ecs.SecurityGroupRule(
                     f"{name}-lb-in-{port}-{j}", security_group_id=lb_sg.id, type="ingress", ip_protocol="tcp",
-                    port_range=f"{port}/{port}", cidr_ip=cidr, policy="accept", nic_type="intranet",
-                    description=f"clients to listener {port}", opts=child)
+                    port_range=f"{port}/{port}", cidr_ip=cidr, policy="accept", priority=ALLOW_PRIORITY,
+                    nic_type="intranet", description=f"clients to listener {port}", opts=child)
+        # Alibaba: a load balancer in a security group with only Allow rules still accepts everyone; the Allow rules
+        # bind only with a Deny-all at a lower priority below them (SLB doc "Add an ALB instance to a security group").
+        alicloud.ecs.SecurityGroupRule(
+            f"{name}-lb-deny-rest", security_group_id=lb_sg.id, type="ingress", ip_protocol="all",
+            port_range="-1/-1", cidr_ip="0.0.0.0/0", policy="drop", priority=DENY_PRIORITY, nic_type="intranet",
+            description="everyone not allowed above", opts=child)
 
         node_sg = alicloud.ecs.SecurityGroup(
             f"{name}-node-sg", security_group_name=f"{args.prefix}-nodes", vpc_id=vpc.id,
