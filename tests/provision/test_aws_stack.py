@@ -404,3 +404,11 @@ def test_real_renderer_user_data_fits_and_names_the_head(kind: str) -> None:
         assert HF_SENTINEL not in text and API_SENTINEL not in text
         if plan.deployment.nodes_per_replica > 1:
             assert "10.40.0.10" in text, f"{lt.name} does not know the head address"
+
+
+def test_nlb_tls_listener_sets_no_idle_timeout() -> None:
+    plan = make_plan("tp", "aws")
+    plan = plan.model_copy(update={"network": plan.network.model_copy(update={"load_balancer": "nlb"})})
+    rec = run_aws(plan, certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/abc")
+    (listener,) = rec.of_type("aws:lb/listener:Listener")
+    assert listener.inputs["protocol"] == "TLS" and "tcpIdleTimeoutSeconds" not in listener.inputs

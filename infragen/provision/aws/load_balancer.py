@@ -79,7 +79,8 @@ class LoadBalancer(pulumi.ComponentResource):
             self.listeners.append(aws.lb.Listener(
                 f"{name}-https", load_balancer_arn=self.lb.arn, port=HTTPS_PORT, protocol="HTTPS" if alb else "TLS",
                 certificate_arn=args.certificate_arn, ssl_policy=SSL_POLICY, default_actions=[forward],
-                tags=args.tags, opts=child, **tcp_timeout))
+                # An NLB TLS listener's idle timeout is fixed at 350 s (ELB NLB guide): only TCP takes one.
+                tags=args.tags, opts=child))
             if alb:
                 self.listeners.append(aws.lb.Listener(
                     f"{name}-http", load_balancer_arn=self.lb.arn, port=HTTP_PORT, protocol="HTTP",
