@@ -18,7 +18,7 @@ from infragen.sizing import queueing, resources
 from infragen.sizing.estimate import estimate as default_estimator
 from infragen.sizing.hardware import hardware_from_instance
 from infragen.sizing.types import Estimate, Hardware
-from infragen.spec import LLAMA_CPP_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
+from infragen.spec import LLAMA_CPP_PRECISIONS, PREQUANTIZED_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
 from infragen.units import HOURS_PER_MONTH
 
 Estimator = Callable[..., Estimate]
@@ -142,6 +142,16 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
                         yield Layout("vllm", precision, g, n, n, 1), ""
 
 
+def _checkpoint_problem(spec: WorkloadSpec, layout: Layout) -> str | None:
+    """The weights repo decides the method: with a pre-quantized vLLM format listed, `weights` is that checkpoint,
+    so another vLLM precision (fp8, bf16) would run `--quantization fp8` on an AWQ/GPTQ repo, which vLLM refuses."""
+    held = [p for p in spec.precision if p in PREQUANTIZED_PRECISIONS and p in VLLM_PRECISIONS]
+    if layout.engine != "vllm" or spec.weights is None or not held or layout.precision in held:
+        return None
+    return (f"weights {spec.weights} holds {held[0]} weights (precision lists {held[0]}): served as {held[0]}, "
+            f"never as {layout.precision}")
+
+
 def _support_problem(engine: str, model: ModelArchitecture, hw: Hardware) -> str | None:
     """compat.yaml: the pinned release serves the model's architecture, and its vLLM wheel runs on the GPU."""
     problem = architecture_problem(engine, model.family)
@@ -191,7 +201,7 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     def reject(reason: str, **kw: float | None) -> Sizing:
         return Sizing(inst, hw, layout, None, 0, 0, reason, **kw)  # type: ignore[arg-type]
 
-    problem = _support_problem(layout.engine, model, hw) or (
+    problem = _checkpoint_problem(spec, layout) or _support_problem(layout.engine, model, hw) or (
         _precision_problem(layout.precision, hw, spec.kv_cache_dtype) if layout.engine == "vllm" else None)
     if problem:
         return reject(problem)

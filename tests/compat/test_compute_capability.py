@@ -155,3 +155,14 @@ def test_v100_is_never_planned_with_the_pinned_vllm() -> None:
     assert not plan.deployment.instance_type.startswith("p3")
     assert any(a.instance_type.startswith("p3") and "wheel has kernels for" in a.rejected_because
                for a in plan.alternatives)
+
+
+def test_an_awq_repo_is_served_as_awq_never_with_quantization_fp8() -> None:
+    spec = WorkloadSpec.model_validate({
+        "model": "qwen2-7b", "precision": ["fp8", "int4-awq"], "weights": "Qwen/Qwen2-7B-Instruct-AWQ",
+        "cloud": "aws", "regions": ["us-east-1"], "instance_families": {"allow": ["g6", "g6e"]},
+        "traffic": {"concurrent_users": 8, "prompt_tokens": 512, "output_tokens": 128}})
+    plan = plan_workload(spec, catalog=load_catalog(), model=load_model_registry()["qwen2-7b"], workload_name="t")
+    assert plan.deployment.precision == "int4-awq" and "--quantization" not in plan.engine.argv
+    assert all(a.precision != "fp8" or "served as int4-awq, never as fp8" in a.rejected_because
+               for a in plan.alternatives)
