@@ -17,7 +17,7 @@ from infragen.plan import Plan, load_plan
 
 @click.command()
 @click.argument("source", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True,
               help="Directory to write replica.yaml, or head.yaml and worker.yaml, into.")
 @click.option("--head-address", default=None, metavar="IP",
               help="Private IP of the multi-node head (the provisioner fixes it). Default: 10.0.0.10.")

@@ -127,32 +127,40 @@ def test_weights_file_with_a_directory_part_is_refused(tmp_path: Path) -> None:
 GOOD = "model: qwen2-7b\ntraffic:\n  peak_requests_per_s: 5\n"
 
 
-@pytest.mark.parametrize("target", ["dir", "unwritable", "under-a-file"])
-def test_plan_out_problems_exit_2_naming_the_path(tmp_path: Path, target: str) -> None:
+@pytest.mark.parametrize("target", ["dir", "unwritable", "under-a-file", "pseudo-fs"])
+def test_plan_out_problems_exit_2_in_one_line_naming_the_path_and_problem(tmp_path: Path, target: str) -> None:
     workload = tmp_path / "w.yaml"
     workload.write_text(GOOD)
     if target == "dir":
-        out = tmp_path / "d"
+        out, problem = tmp_path / "d", "is a directory"
         out.mkdir()
     elif target == "unwritable":
         if os.geteuid() == 0:
-            out = Path("/proc/infragen-plan.json")  # root writes anywhere else
+            out, problem = Path("/sys/infragen-plan.json"), "permission denied"  # root writes anywhere else
         else:
             (tmp_path / "ro").mkdir(mode=0o500)
-            out = tmp_path / "ro" / "plan.json"
+            out, problem = tmp_path / "ro" / "plan.json", "permission denied"
+    elif target == "pseudo-fs":
+        out, problem = Path("/proc/infragen/plan.json"), "/proc does not accept new files"
     else:
         (tmp_path / "f").write_text("x")
-        out = tmp_path / "f" / "plan.json"
+        out, problem = tmp_path / "f" / "plan.json", f"{tmp_path / 'f'} is a file, not a directory"
     r = run_cli("plan", str(workload), "--out", str(out))
     assert r.code == 2, r.err
     assert r.err.startswith(f"Error: --out {out}: ") and "Traceback" not in r.err
+    assert problem in r.err and r.err.strip().count("\n") == 0, r.err
 
 
-def test_render_out_onto_a_file_exits_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["under-a-file", "a-file", "proc"])
+def test_render_out_problems_exit_2_in_one_line(tmp_path: Path, target: str) -> None:
     (tmp_path / "f").write_text("x")
     path = _plan_file(tmp_path)
-    r = run_cli("render", str(path), "--out", str(tmp_path / "f" / "sub"))
-    assert r.code == 2 and str(tmp_path / "f") in r.err and "Traceback" not in r.err
+    out, problem = {"under-a-file": (tmp_path / "f" / "sub", f"{tmp_path / 'f'} is a file, not a directory"),
+                    "a-file": (tmp_path / "f", "exists and is a file"),
+                    "proc": (Path("/proc/x"), "/proc does not accept new files")}[target]
+    r = run_cli("render", str(path), "--out", str(out))
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    assert r.err.startswith(f"Error: --out {out}: ") and problem in r.err and r.err.strip().count("\n") == 0, r.err
 
 
 def test_dev_zero_as_input_exits_2() -> None:
