@@ -51,9 +51,10 @@ CloudChoice = Literal["any", "aws", "alicloud"]
 Pricing = Literal["on-demand", "spot"]
 
 
-# Physical bounds on every figure a workload gives (finite, and far beyond any real deployment), so no
-# arithmetic downstream can overflow: the largest clusters serve ~1e6 requests/s and models hold ~1e7 tokens.
-MAX_REQUESTS_PER_S = 1e7
+# Physical bounds on every figure a workload gives (finite, so no arithmetic downstream can overflow): models hold
+# ~1e7 tokens. A rate beyond any real deployment (the largest clusters serve ~1e6 requests/s) is not malformed
+# input but an impossible workload: `limits` refuses its plan with exit 3 and the size it would need.
+MAX_REQUESTS_PER_S = 1e12
 MAX_CONCURRENT_USERS = 10**8
 MAX_TOKENS = 10**8
 MAX_LATENCY_MS = 1e9
@@ -61,6 +62,13 @@ MAX_REPLICAS = 10**5
 MAX_USD_PER_MONTH = 1e12
 #: Dearest hourly price a price override may give (the largest GPU nodes list at ~100 USD/hour).
 MAX_USD_PER_HOUR = 1e5
+#: Default sanity limits on a plan (`limits`): beyond them a plan is far more likely a typo (a rate in the wrong
+#: unit, an extra zero) than an intended purchase, so it is refused unless the workload raises them.
+DEFAULT_MAX_NODES = 1000
+DEFAULT_MAX_USD_PER_MONTH = 1e6
+#: Largest value `limits` may be raised to (plans stay far below infragen.plan's MAX_PLAN_NUMBER).
+MAX_LIMIT_NODES = 10**6
+MAX_LIMIT_USD_PER_MONTH = 1e10
 #: Longest list a workload field takes (precisions, regions, families).
 MAX_LIST = 200
 
@@ -171,6 +179,16 @@ class PriceOverride(_Strict):
         return self
 
 
+class LimitsSpec(_Strict):
+    """Sanity limits on the size of a plan: a candidate above either is rejected (exit 3 when none is left)."""
+
+    max_nodes: Annotated[PositiveInt, Field(le=MAX_LIMIT_NODES)] = DEFAULT_MAX_NODES
+    """Most nodes (instances) a plan may have. Raise it for a deployment this large on purpose."""
+    max_usd_per_month: Annotated[PositiveFloat, Field(le=MAX_LIMIT_USD_PER_MONTH)] = DEFAULT_MAX_USD_PER_MONTH
+    """Dearest monthly cost (730 h, at `pricing`) a plan may have, USD. Unlike `budget_usd_per_month` it guards
+    against typos; raise it for a deployment this large on purpose."""
+
+
 class WorkloadSpec(_Strict):
     """One model to serve, its traffic and objectives, and where it may run."""
 
@@ -211,6 +229,8 @@ class WorkloadSpec(_Strict):
     """Monthly cap (730 h) on the whole deployment; dearer candidates are rejected."""
     instance_families: FamilyFilter = Field(default_factory=FamilyFilter)
     """Instance families to allow or deny."""
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    """Sanity limits on the plan's size (nodes, monthly cost); a larger plan is refused with exit 3."""
     allow_multi_node: bool = False
     """Allow one replica to span several nodes (pipeline parallel over an RDMA network)."""
     allow_unpriced: bool = False

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from infragen.architecture import ModelArchitecture
-from infragen.spec import FamilyFilter, SloSpec, TrafficSpec, WorkloadSpec, load_spec, workload_json_schema
+from infragen.spec import FamilyFilter, LimitsSpec, SloSpec, TrafficSpec, WorkloadSpec, load_spec, workload_json_schema
 
 
 @click.command()
@@ -206,6 +206,10 @@ def render_workload_reference() -> str:
         "## `instance_families`",
         "",
         *_table(FamilyFilter, "instance_families."),
+        "",
+        "## `limits`",
+        "",
+        *_table(LimitsSpec, "limits."),
         "",
         "## Contradictions refused",
         "",

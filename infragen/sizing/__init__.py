@@ -38,6 +38,7 @@ from infragen.sizing.estimate import (
 )
 from infragen.sizing.scope import OVERRIDE_SOURCE, apply_price_overrides, check_scope, load_price_file
 from infragen.sizing.search import (
+    LIMIT_PREFIX,
     Candidate,
     Estimator,
     SearchResult,
@@ -46,7 +47,7 @@ from infragen.sizing.search import (
     search,
 )
 from infragen.sizing.types import Estimate, Hardware, MemoryEstimate
-from infragen.spec import GGUF_PRECISIONS, WorkloadSpec, load_spec
+from infragen.spec import GGUF_PRECISIONS, MAX_LIMIT_NODES, MAX_LIMIT_USD_PER_MONTH, WorkloadSpec, load_spec
 from infragen.units import HOURS_PER_MONTH
 
 __all__ = [
@@ -162,6 +163,10 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     elif c.price_source.startswith(OVERRIDE_SOURCE):
         warnings.append(f"priced with your own price for {inst.id} in {c.region}, not the catalog's: {c.price_source}")
     warnings.extend(n for n in est.notes if n not in warnings)
+    if spec.slo.ttft_p99_ms is None and spec.slo.tpot_ms is None and spec.slo.e2e_p99_ms is None:
+        warnings.append(f"no slo given: sized for throughput alone (batches of up to {s.batch}), so at peak expect "
+                        f"TTFT {est.ttft_ms:,.0f} ms, TPOT {est.tpot_ms:.1f} ms, E2E {est.e2e_ms / 1000:,.1f} s; "
+                        "set slo.ttft_p99_ms / slo.tpot_ms to size for latency")
     if est.relative_uncertainty >= 0.3:
         warnings.append(f"estimates in regime {est.regime} carry a ±{est.relative_uncertainty:.0%} band")
     gpus_per_replica = lay.tp * lay.pp if lay.engine == "vllm" else 0
@@ -271,7 +276,35 @@ def _alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
     return out
 
 
+def _over_limits(spec: WorkloadSpec, model: ModelArchitecture, result: SearchResult) -> InfeasibleError | None:
+    """Exit 3 naming the size the workload needs, when every candidate that could serve it is above `limits`."""
+    serving = [c for c in result.candidates if c.rejected is None or c.rejected.startswith(LIMIT_PREFIX)]
+    if not serving:
+        return None
+    smallest = min(serving, key=Candidate.sort_key)
+    lim, t = spec.limits, spec.traffic
+    load = (f"traffic.peak_requests_per_s {t.peak_requests_per_s:g}" if t.peak_requests_per_s is not None
+            else f"traffic.concurrent_users {t.concurrent_users}")
+    cost = f", ${smallest.usd_per_month:,.0f}/month" if smallest.usd_per_month is not None else ""
+    raise_to = [f"limits.max_nodes: {smallest.nodes}"] if smallest.nodes > lim.max_nodes else []
+    if smallest.usd_per_month is not None and smallest.usd_per_month > lim.max_usd_per_month:
+        raise_to.append(f"limits.max_usd_per_month: {math.ceil(smallest.usd_per_month)}")
+    if smallest.nodes > MAX_LIMIT_NODES or (smallest.usd_per_month or 0) > MAX_LIMIT_USD_PER_MONTH:
+        fix = (f"check {load} and min_replicas for a typo: this is beyond what infragen plans (limits go up to "
+               f"{MAX_LIMIT_NODES:,} nodes and ${MAX_LIMIT_USD_PER_MONTH:,.0f}/month)")
+    else:
+        fix = f"check {load} and min_replicas for a typo; if this size is intended, set " + " and ".join(raise_to)
+    return InfeasibleError(
+        f"the cheapest plan for {model.id} needs {smallest.nodes:,} x {smallest.sizing.instance.id}{cost}, "
+        f"above the sanity limits of {lim.max_nodes:,} nodes and ${lim.max_usd_per_month:,.0f}/month "
+        f"({load}, min_replicas {spec.min_replicas})",
+        fix=fix)
+
+
 def _infeasible(spec: WorkloadSpec, model: ModelArchitecture, result: SearchResult) -> InfeasibleError:
+    over = _over_limits(spec, model, result)
+    if over is not None:
+        return over
     cands = result.candidates
     memory = [c for c in cands if c.sizing.estimate is None and c.sizing.best_tpot_ms is None
               and c.sizing.rejected and ("GiB" in c.sizing.rejected or "fit" in c.sizing.rejected)]

@@ -299,8 +299,25 @@ def _price(spec: WorkloadSpec, cloud: str, region: str, s: Sizing) -> Candidate:
         total * HOURS_PER_MONTH > spec.budget_usd_per_month)
     if rejected is None and over and total is not None:
         rejected = f"${total * HOURS_PER_MONTH:,.0f}/month exceeds the budget of ${spec.budget_usd_per_month:,.0f}"
+    if rejected is None:
+        rejected = _limit_problem(spec, nodes, total)
     return Candidate(cloud, region, s, nodes, total, None if od is None else od * nodes,
                      None if spot is None else spot * nodes, source, rejected)
+
+
+#: Prefix of every rejection by `limits` (the infeasible message groups them).
+LIMIT_PREFIX = "above the sanity limit"
+
+
+def _limit_problem(spec: WorkloadSpec, nodes: int, usd_per_hour: float | None) -> str | None:
+    """Why a plan this large is refused (`limits`), or None."""
+    lim = spec.limits
+    if nodes > lim.max_nodes:
+        return f"{LIMIT_PREFIX}: {nodes:,} nodes > limits.max_nodes {lim.max_nodes:,}"
+    if usd_per_hour is not None and usd_per_hour * HOURS_PER_MONTH > lim.max_usd_per_month:
+        return (f"{LIMIT_PREFIX}: ${usd_per_hour * HOURS_PER_MONTH:,.0f}/month > limits.max_usd_per_month "
+                f"${lim.max_usd_per_month:,.0f}")
+    return None
 
 
 def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,

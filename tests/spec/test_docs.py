@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from infragen.architecture import ModelArchitecture
 from infragen.cli.spec_cmd import REGENERATE, render_workload_reference
-from infragen.spec import FamilyFilter, SloSpec, TrafficSpec, WorkloadSpec, workload_json_schema
+from infragen.spec import FamilyFilter, LimitsSpec, SloSpec, TrafficSpec, WorkloadSpec, workload_json_schema
 from tests.spec.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ def test_workload_reference_is_current() -> None:
     assert committed == render_workload_reference(), f"regenerate: {REGENERATE}"
 
 
-@pytest.mark.parametrize("model", [WorkloadSpec, TrafficSpec, SloSpec, FamilyFilter, ModelArchitecture])
+@pytest.mark.parametrize("model", [WorkloadSpec, TrafficSpec, SloSpec, FamilyFilter, LimitsSpec, ModelArchitecture])
 def test_every_field_has_a_docstring(model: type[BaseModel]) -> None:
     undocumented = [name for name, info in model.model_fields.items() if not (info.description or "").strip()]
     assert undocumented == []
