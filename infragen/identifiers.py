@@ -110,6 +110,12 @@ ReleaseNumber = Annotated[str, _gate("release number", r"[0-9][0-9A-Za-z.+_-]{0,
 #: infragen's own version string.
 Version = Annotated[str, _gate("version", r"[A-Za-z0-9][A-Za-z0-9.+_-]{0,39}", "a version such as 0.1.0")]
 
+#: IANA time zone name (`UTC`, `Europe/Berlin`, `America/Argentina/Buenos_Aires`); it reaches scheduled scaling
+#: actions, so it is held to the tz database's own character set.
+TIME_ZONE_PATTERN = r"[A-Za-z][A-Za-z0-9_+-]{0,31}(?:/[A-Za-z0-9_+-]{1,31}){0,2}"
+TimeZoneName = Annotated[str, _gate("time zone", TIME_ZONE_PATTERN,
+                                    "an IANA time zone name such as UTC or Europe/Berlin")]
+
 #: Bucket names: S3 (3-63 lower-case letters, digits, '.', '-') and OSS (no '.'), per each cloud's naming rules.
 _BUCKET = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
 #: Object key prefix: plain components, no `..`, no wildcards.

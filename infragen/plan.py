@@ -38,6 +38,7 @@ from infragen.identifiers import (
     ReleaseNumber,
     SecretName,
     Text,
+    TimeZoneName,
     UrlPath,
     Version,
     WeightsUri,
@@ -346,6 +347,59 @@ class BootstrapPlan(_Frozen):
     share one NAT EIP on Alibaba); None = the instance's own network."""
 
 
+class BootPlan(_Frozen):
+    """How long a new node takes before it serves (what autoscaling has to plan ahead for)."""
+
+    install_s: int = Field(ge=0)
+    """Boot and engine install before the download starts (policy allowance)."""
+    download_s: int = Field(ge=0)
+    """Downloading the weights at `download_gbps`."""
+    load_s: int = Field(ge=0)
+    """Loading them into the engine (allowance: half the download time)."""
+    download_gbps: float = Field(gt=0)
+    """Bandwidth the download is assumed to get, Gbit/s."""
+    total_s: int = Field(ge=0)
+    """Install + download + load, floored at 15 minutes (the load balancer's health-check grace period)."""
+
+
+class ScalingPlan(_Frozen):
+    """Traffic over a day: replicas per hour, autoscaling bounds and the cost at the profile.
+
+    Present only when the workload gives `traffic.hourly_profile` or `traffic.average_requests_per_s`.
+    """
+
+    time_zone: TimeZoneName
+    """IANA time zone of the hours."""
+    hourly_profile: list[float] | None = Field(default=None, min_length=24, max_length=24)
+    """The workload's load per hour as a fraction of the peak (hour 0 first); None with only an average."""
+    average_load_fraction: float = Field(ge=0, le=1)
+    """Average load over the day as a fraction of the peak."""
+    replicas_by_hour: list[int] | None = Field(default=None, min_length=24, max_length=24)
+    """Replicas each hour needs, sized like the peak with the same SLOs (hour 0 first)."""
+    boot: BootPlan
+    """Time a new replica needs before it serves."""
+    steepest_ramp_per_hour: float = Field(ge=0)
+    """Largest hour-to-hour rise of the load, as a fraction of the peak (hour 23 -> 0 included)."""
+    min_replicas: int = Field(ge=1)
+    """Autoscaling floor: the quietest hour's load plus what the steepest ramp adds during one boot time."""
+    max_replicas: int = Field(ge=1)
+    """Autoscaling ceiling: the peak at the target below."""
+    target_requests_per_s_per_replica: float = Field(ge=0)
+    """Requests/s per replica target tracking holds: the capacity at the utilisation cap, less the headroom the
+    steepest ramp needs while new replicas boot."""
+    strategy: Literal["scheduled", "target-tracking"]
+    """How the fleet follows the load at the lower cost: scheduled actions from the profile (each scale-up one
+    boot time ahead) or target tracking alone."""
+    average_replicas: float = Field(ge=0)
+    """Replicas running on average over the day with `strategy`."""
+    usd_per_month_at_profile: float | None
+    """Monthly cost (730 h) when the fleet follows the profile with `strategy` (None without a price)."""
+    usd_per_month_at_peak: float | None
+    """Monthly cost of the peak fleet running all day (the plan's `cost.usd_per_month`)."""
+    method: Text
+    """How these figures were derived."""
+
+
 class SecretsPlan(_Frozen):
     """Names (never values) of the secrets the nodes read at boot."""
 
@@ -392,13 +446,16 @@ class Plan(_Frozen):
     """Top candidates that lost, cheapest first."""
     bootstrap: BootstrapPlan | None = None
     """Driver install and download mirrors; None (and absent from the JSON) when the defaults serve."""
+    scaling: ScalingPlan | None = None
+    """Traffic over a day and autoscaling; None (and absent from the JSON) when the workload gives no daily shape."""
 
     @model_serializer(mode="wrap")
     def _drop_absent_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # An optional part that does not apply is left out, so plans without it keep their digests.
         data: dict[str, Any] = handler(self)
-        if data.get("bootstrap", "") is None:
-            del data["bootstrap"]
+        for part in ("bootstrap", "scaling"):
+            if data.get(part, "") is None:
+                del data[part]
         return data
 
     @model_validator(mode="before")

@@ -46,6 +46,23 @@ HEADER = ["", "instance", "region", "engine", "precision", "tp/pp", "replicas", 
           "why"]
 
 
+def _day_lines(plan: Plan) -> list[str]:
+    """The daily view (present when the workload gives a profile or an average)."""
+    sc = plan.scaling
+    if sc is None:
+        return []
+    lines = [f"Over a day: {sc.average_load_fraction:.0%} of the peak on average ({sc.time_zone}); "
+             f"{_money(sc.usd_per_month_at_profile)}/month at the profile vs {_money(sc.usd_per_month_at_peak)} at a "
+             f"constant peak ({sc.strategy}, {sc.average_replicas:g} replicas on average)"]
+    if sc.replicas_by_hour is not None:
+        lines.append("            replicas by hour 0-23: " + " ".join(str(r) for r in sc.replicas_by_hour))
+    lines.append(f"            autoscaling {sc.min_replicas}-{sc.max_replicas} replicas, target "
+                 f"{sc.target_requests_per_s_per_replica:.2f} req/s per replica; a new replica serves after "
+                 f"{sc.boot.total_s} s (install {sc.boot.install_s} + download {sc.boot.download_s} + load "
+                 f"{sc.boot.load_s} s, floored at 900 s)")
+    return lines
+
+
 def render_text(plan: Plan) -> str:
     d, e, m, c, est, s = plan.deployment, plan.engine, plan.memory, plan.cost, plan.estimate, plan.storage
     gpu = f"{d.gpus_per_node} x {d.gpu}" if d.gpu else "CPU only"
@@ -64,6 +81,7 @@ def render_text(plan: Plan) -> str:
         f"{est.capacity_requests_per_s:.2f} req/s per replica; utilisation {est.utilisation:.0%}",
         f"Cost:       {_cost(plan)} at {c.pricing} (on-demand {_money(c.on_demand_usd_per_month)}, "
         f"spot {_money(c.spot_usd_per_month)}); {c.price_source}",
+        *_day_lines(plan),
         f"Storage:    {s.kind} for {s.required_gib} GiB"
         + (f" ({s.volume_gib} GiB {s.volume_type})" if s.kind == "volume" else f" ({s.nvme_devices} NVMe)"),
         f"Network:    RDMA {plan.network.rdma}, placement {plan.network.placement}, LB {plan.network.load_balancer}",
@@ -85,6 +103,17 @@ def render_text(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _day_rows(plan: Plan) -> list[str]:
+    sc = plan.scaling
+    if sc is None:
+        return []
+    hours = "" if sc.replicas_by_hour is None else f"; replicas by hour {' '.join(map(str, sc.replicas_by_hour))}"
+    return [f"| over a day | {_money(sc.usd_per_month_at_profile)}/month at the profile ({sc.average_load_fraction:.0%}"
+            f" of the peak on average, {sc.strategy}) vs {_money(sc.usd_per_month_at_peak)} at a constant peak |",
+            f"| autoscaling | {sc.min_replicas}-{sc.max_replicas} replicas, target "
+            f"{sc.target_requests_per_s_per_replica:.2f} req/s per replica, boot {sc.boot.total_s} s{hours} |"]
+
+
 def render_markdown(plan: Plan) -> str:
     d, c, est = plan.deployment, plan.cost, plan.estimate
     gpu = f"{d.gpus_per_node} x {d.gpu}" if d.gpu else "CPU only"
@@ -98,6 +127,7 @@ def render_markdown(plan: Plan) -> str:
         f"| capacity | {est.capacity_requests_per_s:.2f} req/s per replica, utilisation {est.utilisation:.0%} |",
         f"| cost | {_cost(plan)} {c.pricing}; on-demand {_money(c.on_demand_usd_per_month)}, "
         f"spot {_money(c.spot_usd_per_month)} |",
+        *_day_rows(plan),
         f"| digest | `{plan.digest}` |",
         "",
         "| " + " | ".join(h or "chosen" for h in HEADER) + " |",

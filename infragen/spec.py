@@ -21,6 +21,7 @@ from infragen.identifiers import (
     WORKLOAD_NAME_PATTERN,
     InstanceType,
     RegionId,
+    TimeZoneName,
     WorkloadName,
     shown,
 )
@@ -71,6 +72,8 @@ MAX_LIMIT_NODES = 10**6
 MAX_LIMIT_USD_PER_MONTH = 1e10
 #: Longest list a workload field takes (precisions, regions, families).
 MAX_LIST = 200
+#: Hours in a day: `traffic.hourly_profile` has one value per hour.
+HOURS_PER_DAY = 24
 
 
 class _Strict(BaseModel):
@@ -104,6 +107,44 @@ class TrafficSpec(_Strict):
     max_context_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] | None = None
     """Longest prompt + output a single request may use (vLLM max_model_len); None = 4 x (prompt + output),
     capped by the model's trained context."""
+    average_requests_per_s: Annotated[PositiveFloat, Field(le=MAX_REQUESTS_PER_S)] | None = None
+    """Average arrival rate over a day (at most the peak; with `peak_requests_per_s`): the plan also prices the
+    deployment at this load. None = priced at the peak only. Give this or `hourly_profile`, not both."""
+    hourly_profile: list[Annotated[float, Field(ge=0, le=1)]] | None = None
+    """Load of each hour of the day as a fraction of the peak: 24 values, hour 0 (midnight in `time_zone`) first,
+    the largest 1. The plan sizes every hour like the peak (same SLOs) and gives replicas per hour, autoscaling
+    bounds and the monthly cost at this profile. None = no daily shape."""
+    time_zone: TimeZoneName = "UTC"
+    """IANA time zone the hours of `hourly_profile` are in (`Europe/Berlin`); scheduled scaling uses it."""
+
+    @field_validator("hourly_profile")
+    @classmethod
+    def _a_whole_day(cls, value: list[float] | None) -> list[float] | None:
+        if value is None:
+            return None
+        if len(value) != HOURS_PER_DAY:
+            raise PydanticCustomError(
+                "profile_length", "give 24 values, one per hour from hour 0 to hour 23; found {n}",
+                {"n": len(value)})
+        if max(value) != 1:
+            raise PydanticCustomError(
+                "profile_peak", "the largest value is {top}, but the values are fractions of the peak, so the "
+                "busiest hour is 1 (divide every value by the largest and make the peak that busiest hour's load)",
+                {"top": f"{max(value):g}"})
+        return value
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise PydanticCustomError(
+                "time_zone", "{value} is not a time zone of the IANA tz database (UTC, Europe/Berlin, Asia/Shanghai, "
+                "America/New_York)", {"value": shown(value)}) from None
+        return value
 
     @model_validator(mode="after")
     def _one_load_measure(self) -> TrafficSpec:
@@ -124,6 +165,16 @@ class TrafficSpec(_Strict):
                 f"({self.prompt_tokens} + {self.output_tokens} = {self.prompt_tokens + self.output_tokens}); "
                 "raise it or shorten the requests",
             )
+        if self.average_requests_per_s is not None:
+            if self.hourly_profile is not None:
+                raise conflict("average_requests_per_s", "give `average_requests_per_s` or `hourly_profile` (the "
+                               "profile already sets the average), not both")
+            if self.peak_requests_per_s is None:
+                raise conflict("average_requests_per_s", "an average rate needs `peak_requests_per_s`; with "
+                               "`concurrent_users` give `hourly_profile` (fractions of the peak users) instead")
+            if self.average_requests_per_s > self.peak_requests_per_s:
+                raise conflict("average_requests_per_s", f"{self.average_requests_per_s:g} requests/s is above "
+                               f"peak_requests_per_s ({self.peak_requests_per_s:g}); an average is at most the peak")
         return self
 
 

@@ -25,10 +25,11 @@ from infragen.plan import (
     ModelPlan,
     NetworkPlan,
     Plan,
+    ScalingPlan,
     SecretsPlan,
     StoragePlan,
 )
-from infragen.sizing import bootstrap, engine_args, queueing, resources
+from infragen.sizing import bootstrap, daily, engine_args, queueing, resources
 from infragen.sizing.estimate import (
     estimate,
     estimate_memory,
@@ -189,6 +190,11 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         explanation.append(f"One replica spans {lay.nodes_per_replica} nodes: pipeline parallel over "
                            f"{inst.rdma.upper()} in a cluster placement group.")
     price_source = c.price_source
+    boot_time = resources.boot_time(weights_total_gib, inst.network_gbps,
+                                    download_gbps=download_mbit_s / 1000 if download_mbit_s else None)
+    scaling = _scaling(spec, c, est.requests_per_s, boot_time)
+    if scaling is not None:
+        explanation.append(_scaling_sentence(scaling))
     return Plan(
         infragen_version=__version__, workload=name,
         deployment=DeploymentPlan(
@@ -225,9 +231,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                             efa_interfaces=inst.efa_interfaces if (lay.nodes_per_replica > 1 and inst.rdma == "efa")
                             else 0,
                             placement="cluster" if lay.nodes_per_replica > 1 else "none",
-                            health_check_grace_s=resources.health_grace_s(
-                                weights_total_gib, inst.network_gbps,
-                                download_gbps=download_mbit_s / 1000 if download_mbit_s else None),
+                            health_check_grace_s=boot_time.grace_s,
                             required_gbps=round(client_gbps + pipe_gbps, 3)),
         estimate=EstimatePlan(ttft_ms=round(est.ttft_ms, 1), tpot_ms=round(est.tpot_ms, 2), e2e_ms=round(est.e2e_ms, 1),
                               concurrency_per_replica=est.concurrency,
@@ -244,7 +248,33 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                       price_source=price_source),
         secrets=SecretsPlan(hf_token_name=f"infragen/{name}/hf-token", api_key_name=f"infragen/{name}/api-key"),
         explanation=explanation, warnings=warnings, alternatives=_alternatives(c, result), bootstrap=boot,
+        scaling=scaling,
     )
+
+
+def _scaling(spec: WorkloadSpec, c: Candidate, capacity_requests_per_s: float,
+             boot_time: resources.BootTime) -> ScalingPlan | None:
+    """The daily view of the chosen candidate, when the workload gives a profile or an average."""
+    t = spec.traffic
+    if t.hourly_profile is None and t.average_requests_per_s is None:
+        return None
+    lay = c.sizing.layout
+    shape = daily.shape_for(t, capacity_requests_per_s=capacity_requests_per_s, batch=c.sizing.batch,
+                            min_replicas=spec.min_replicas, nodes_per_replica=lay.nodes_per_replica,
+                            replicas_per_node=lay.replicas_per_node)
+    node_usd = None if c.usd_per_hour is None else c.usd_per_hour / c.nodes
+    return daily.select_scaling(t, shape, boot_time, node_usd_per_hour=node_usd)
+
+
+def _scaling_sentence(s: ScalingPlan) -> str:
+    cost = ("" if s.usd_per_month_at_profile is None or s.usd_per_month_at_peak is None else
+            f"; ${s.usd_per_month_at_profile:,.0f}/month at the profile vs ${s.usd_per_month_at_peak:,.0f} at a "
+            "constant peak")
+    by_hour = s.replicas_by_hour
+    hours = "" if by_hour is None else f"{min(by_hour)}-{max(by_hour)} replicas by hour, "
+    return (f"Over the day ({s.average_load_fraction:.0%} of the peak on average): {hours}autoscaling between "
+            f"{s.min_replicas} and {s.max_replicas} ({s.strategy}), a new replica serves after about "
+            f"{s.boot.total_s // 60} min{cost}.")
 
 
 def _alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:

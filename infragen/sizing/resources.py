@@ -61,18 +61,52 @@ def select_storage(cloud: str, weights_gib: float, local_nvme_count: int, local_
     return StorageChoice("volume", need, 0, 0, size, "cloud_essd", None, None, level)
 
 
-def health_grace_s(weights_gib: float, network_gbps: float | None, *, download_gbps: float | None = None) -> int:
+#: Boot and engine install before the download starts, seconds (policy allowance; the grace period's base).
+INSTALL_ALLOWANCE_S = 600
+#: Loading is allowed half the download time again (the grace period's 1.5 x download; policy).
+LOAD_FACTOR = 0.5
+#: Grace period bounds, seconds: at least 15 minutes, at most two hours unless a slow shared link needs more.
+GRACE_MIN_S = 900
+GRACE_MAX_S = 7200
+
+
+@dataclass(frozen=True)
+class BootTime:
+    """How long a new node takes before it serves: install, download, load (seconds), and the grace period."""
+
+    install_s: int
+    download_s: int
+    load_s: int
+    download_gbps: float
+    grace_s: int
+
+    @property
+    def total_s(self) -> int:
+        """The time a new replica needs before it serves: what autoscaling must plan ahead for."""
+        return self.grace_s
+
+
+def boot_time(weights_gib: float, network_gbps: float | None, *, download_gbps: float | None = None) -> BootTime:
     """Boot + install (10 min) + download at half the baseline bandwidth (capped at 10 Gbit/s) + load.
 
     `download_gbps`: a slower shared internet link the weights come through (Alibaba's NAT EIP); then the wait is
     as long as that download really takes, with no two-hour cap.
     """
     if download_gbps is not None:
-        download_s = weights_gib * 8 * 1.0737 / min(download_gbps, (network_gbps or 1.0) * 0.5)
-        return int(max(900, 600 + download_s * 1.5))
-    gbps = min(network_gbps or 1.0, 10.0) * 0.5
+        gbps = min(download_gbps, (network_gbps or 1.0) * 0.5)
+    else:
+        gbps = min(network_gbps or 1.0, 10.0) * 0.5
     download_s = weights_gib * 8 * 1.0737 / gbps
-    return int(min(7200, max(900, 600 + download_s * 1.5)))
+    grace = max(GRACE_MIN_S, INSTALL_ALLOWANCE_S + download_s * (1 + LOAD_FACTOR))
+    if download_gbps is None:
+        grace = min(GRACE_MAX_S, grace)
+    return BootTime(INSTALL_ALLOWANCE_S, math.ceil(download_s), math.ceil(download_s * LOAD_FACTOR), round(gbps, 3),
+                    int(grace))
+
+
+def health_grace_s(weights_gib: float, network_gbps: float | None, *, download_gbps: float | None = None) -> int:
+    """Time a new node gets before health checks count: its boot time (see `boot_time`), floored and capped."""
+    return boot_time(weights_gib, network_gbps, download_gbps=download_gbps).grace_s
 
 
 def pipeline_gbps(hidden_size: int, tokens_per_s: float) -> float:
