@@ -98,6 +98,11 @@ class ModelArchitecture(BaseModel):
     rope_theta: float | None = Field(default=None, gt=0)
     """RoPE base (HF `rope_theta`); needed with `yarn_factor`, because vLLM's override of the rope parameters
     replaces them whole; None = not recorded (the checkpoint's own value is used)."""
+    # Checkpoint
+    weight_block_size: tuple[PositiveInt, PositiveInt] | None = None
+    """`quantization_config.weight_block_size` [block_n, block_k] of the checkpoint this record describes when it
+    holds block-quantized FP8 weights (DeepSeek-V3: [128, 128]); vLLM then serves it as fp8 only, and tensor
+    parallelism must split it on block boundaries (compat.yaml tp_rules). None = not block-quantized."""
     # Provenance and sources
     hf_repo: str | None = None
     """Hugging Face repository of the reference (unquantized) checkpoint."""

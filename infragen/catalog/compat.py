@@ -5,7 +5,9 @@ Reads data only; sizing, estimate and render ask it instead of comparing archite
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Literal
@@ -13,6 +15,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from infragen.architecture import ModelArchitecture
 from infragen.catalog.engines import EngineRelease, pinned_release
 from infragen.catalog.records import Accelerator
 from infragen.errors import DataError
@@ -53,6 +56,33 @@ class ModelTypeRule(_Record):
     """Where the rule was read."""
 
 
+ShardWidth = Literal["attention_heads", "kv_heads", "vocab_padded", "dense_mlp", "experts", "shared_experts",
+                     "attention_output"]
+
+
+class TpRule(_Record):
+    """What each tensor-parallel rank's shard of one model width must be a multiple of."""
+
+    id: str
+    """Short name shown in rejections and docs (`fp8-block-experts`)."""
+    width: ShardWidth
+    """The sharded quantity (see `shard_widths`); a model without it (no experts) is not constrained."""
+    applies: Literal["always", "block_fp8"]
+    """`always`, or only when a block-quantized FP8 checkpoint is served as fp8."""
+    multiple_of: Literal["one", "block_k", "block_n_and_k"]
+    """`one`: tp divides the width; `block_k` / `block_n_and_k`: the shard (width / tp) is a whole number of the
+    checkpoint's weight_block_size[1] (and [0]); block rules bind only at tp > 1."""
+    replicate: bool = False
+    """With tp >= width, tp must be a multiple of it instead (vLLM replicates KV heads)."""
+    refine_min: int | None = None
+    """A misaligned shard still loads when gcd(block_n, block_k, shard, hidden_size) is at least this (vLLM refines
+    the block scales); None = no refinement."""
+    refine_min_compute_capability: str | None = Field(default=None, pattern=_CC)
+    """Lowest NVIDIA compute capability whose kernels consume refined blocks."""
+    source: str
+    """Where the rule was read."""
+
+
 class CompatTable(_Record):
     """The whole compatibility table."""
 
@@ -66,6 +96,8 @@ class CompatTable(_Record):
     """vLLM kernels per weight format / KV-cache type."""
     model_types: list[ModelTypeRule]
     """HF model_type -> architecture class."""
+    tp_rules: list[TpRule]
+    """Tensor-parallel divisibility rules."""
 
 
 def capability(text: str) -> tuple[int, int]:
@@ -148,3 +180,79 @@ def architecture_problem(engine: str, model_type: str, release: EngineRelease | 
         return None
     first = f" (first served by vLLM {rule.first_vllm})" if engine == "vllm" and rule.first_vllm else ""
     return f"{engine} {release.version} does not serve {rule.hf_architecture}{first}"
+
+
+#: vLLM pads the vocabulary to a multiple of this before sharding it (vocab_parallel_embedding.py).
+VOCAB_PADDING = 64
+
+
+def shard_widths(model: ModelArchitecture) -> dict[str, int | None]:
+    """The widths vLLM shards over tp ranks, as the rules in compat.yaml name them (None = the model has none)."""
+    expert = (model.moe_intermediate_size or model.intermediate_size) if model.is_moe else None
+    head_out = (model.v_head_dim or model.head_dim_resolved) if model.is_mla else model.head_dim_resolved
+    return {
+        "attention_heads": model.num_attention_heads,
+        "kv_heads": None if model.is_mla else model.kv_heads,  # MLA has one latent KV, not split over heads
+        "vocab_padded": -(-model.vocab_size // VOCAB_PADDING) * VOCAB_PADDING,
+        "dense_mlp": model.intermediate_size if model.dense_layers else None,
+        "experts": expert,
+        "shared_experts": expert * model.num_shared_experts if expert and model.num_shared_experts else None,
+        "attention_output": model.num_attention_heads * head_out,
+    }
+
+
+@dataclass(frozen=True)
+class TpCheck:
+    """The verdict on one tp degree: the first rule it breaks (None = legal), and notes on how it loads."""
+
+    problem: str | None
+    notes: tuple[str, ...] = ()
+
+
+def tp_check(model: ModelArchitecture, tp: int, *, weight_block_size: tuple[int, int] | None = None,
+             acc: Accelerator | None = None, table: CompatTable | None = None) -> TpCheck:
+    """Whether vLLM can shard `model` over `tp` ranks. `weight_block_size`: the served checkpoint is block-FP8
+    (block rules apply); `acc`: the GPU (refined blocks need its compute capability)."""
+    table = table or load_compat()
+    widths = shard_widths(model)
+    notes: list[str] = []
+    for rule in table.tp_rules:
+        width = widths[rule.width]
+        if width is None or (rule.applies == "block_fp8" and weight_block_size is None):
+            continue
+        if rule.multiple_of == "one":
+            ok = width % tp == 0 or (rule.replicate and tp % width == 0)
+            if not ok:
+                return TpCheck(f"{rule.id}: {rule.width.replace('_', ' ')} {width} cannot be split over tp {tp}"
+                               + (f" (nor replicated: {tp} is not a multiple of {width})" if rule.replicate else ""),
+                               tuple(notes))
+            continue
+        assert weight_block_size is not None
+        if tp == 1 or width % tp:
+            continue  # block rules bind on shards; an uneven split is the `one` rule's to report
+        block_n, block_k = weight_block_size
+        shard = width // tp
+        blocks = (block_k,) if rule.multiple_of == "block_k" else (block_n, block_k)
+        if all(shard % b == 0 for b in blocks):
+            continue
+        refined = math.gcd(block_n, block_k, shard, model.hidden_size)
+        if rule.refine_min is not None and refined >= rule.refine_min and _refines(acc, rule):
+            notes.append(f"{rule.id}: FP8 block {block_n}x{block_k} does not divide {shard} (the tp {tp} shard of "
+                         f"{rule.width.replace('_', ' ')} {width}); vLLM refines the scales to {refined}x{refined} "
+                         "and runs the Triton FP8 MoE kernels")
+            continue
+        why = f"FP8 block {'x'.join(str(b) for b in blocks)} does not divide {shard} at tp {tp}"
+        if rule.refine_min is not None:
+            why += (f" (vLLM refines blocks down to {rule.refine_min} only on compute capability "
+                    f"{rule.refine_min_compute_capability}+; gcd here is {refined})")
+        return TpCheck(f"{rule.id}: {why} ({rule.width.replace('_', ' ')} {width})", tuple(notes))
+    return TpCheck(None, tuple(notes))
+
+
+def _refines(acc: Accelerator | None, rule: TpRule) -> bool:
+    """Refined block scales need the Triton FP8 kernels: an NVIDIA GPU of the rule's compute capability or newer
+    (the pinned wheel is NVIDIA-only, wheel_problem)."""
+    if acc is None or acc.vendor != "nvidia" or acc.compute_capability is None:
+        return False
+    need = rule.refine_min_compute_capability
+    return need is None or capability(acc.compute_capability) >= capability(need)

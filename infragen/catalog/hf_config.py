@@ -205,6 +205,18 @@ def _context_with_rope_scaling(c: _Config, context: int) -> int:
     return context
 
 
+def _fp8_block(c: _Config) -> tuple[int, int] | None:
+    """`quantization_config.weight_block_size` of a block-quantized FP8 checkpoint (quant_method fp8), else None."""
+    quant = c.data.get("quantization_config")
+    if not isinstance(quant, dict) or quant.get("quant_method") != "fp8" or quant.get("weight_block_size") is None:
+        return None
+    block = quant["weight_block_size"]
+    if not (isinstance(block, list) and len(block) == 2
+            and all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= MAX_FIGURE for b in block)):
+        raise c.fail("quantization_config.weight_block_size", f"expected two positive integers, found {block!r}")
+    return block[0], block[1]
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip(".-")[:96].strip(".-") or "custom"
 
@@ -225,6 +237,7 @@ def architecture_from_hf_config(data: Any, *, path: Path | str = "config.json") 
             "(or write the architecture explicitly under `model:`)",
         )
     fields = importer(c)
+    fields["weight_block_size"] = _fp8_block(c)
     fields["max_position_embeddings"] = _context_with_rope_scaling(c, fields["max_position_embeddings"])
     name_or_path = c.str("_name_or_path") or ""
     # Name: the repo in `_name_or_path`, else the folder holding config.json, else the file's stem.

@@ -7,7 +7,7 @@ impossible inputs (tp*pp larger than the GPUs, vLLM on a CPU) raise InputError. 
 from __future__ import annotations
 
 from infragen.architecture import ModelArchitecture
-from infragen.catalog.compat import architecture_problem, kernel_problem, wheel_problem
+from infragen.catalog.compat import architecture_problem, kernel_problem, tp_check, wheel_problem
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
 from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
@@ -18,7 +18,6 @@ from infragen.sizing.memory import (
     default_kv_dtype,
     gguf_weight_bytes,
     kv_bytes_per_token,
-    kv_heads,
     largest_model_len,
     max_sequences,
     param_groups,
@@ -145,11 +144,11 @@ def estimate_memory(
                or kernel_problem(acc, "weights", precision, unknown_ok=True))
     if support:
         return _not_fitting(base, support)
-    if model.num_attention_heads % tp:
-        return _not_fitting(base, f"tp={tp} does not divide the {model.num_attention_heads} attention heads")
-    nkv = kv_heads(model)
-    if model.kv_lora_rank is None and nkv % tp and tp % nkv:
-        return _not_fitting(base, f"tp={tp} and the {nkv} KV heads do not divide each other")
+    # compat.yaml tp_rules: heads, KV heads, vocabulary, MLP and expert widths (and FP8 blocks when served as fp8)
+    sharding = tp_check(model, tp, weight_block_size=model.weight_block_size if precision == "fp8" else None,
+                        acc=acc)
+    if sharding.problem:
+        return _not_fitting(base, sharding.problem)
     per_gpu_gib = hardware.memory_per_gpu_gib
     if gpu_memory_utilization <= 0 or gpu_memory_utilization > 1:
         raise InputError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")

@@ -15,6 +15,7 @@ from infragen.catalog.compat import architecture_problem, kernel_problem, wheel_
 from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
 from infragen.sizing import queueing, resources
+from infragen.sizing.checkpoint import block_fp8_problem, layout_tp_check
 from infragen.sizing.estimate import estimate as default_estimator
 from infragen.sizing.hardware import hardware_from_instance
 from infragen.sizing.types import Estimate, Hardware
@@ -125,7 +126,7 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
                 continue
             g = inst.gpu_count
             for tp in (1, 2, 4, 8):
-                if tp > g or g % tp or model.num_attention_heads % tp:
+                if tp > g or g % tp:  # what the model allows is compat.yaml's (tp_rules), with a reason
                     continue
                 per_node = g // tp
                 if per_node > MAX_ENGINES_PER_NODE:
@@ -133,7 +134,7 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
                                  "forward action can target")
                     continue
                 yield Layout("vllm", precision, tp, 1, 1, per_node), ""
-            if spec.allow_multi_node and g >= 2 and model.num_attention_heads % g == 0:
+            if spec.allow_multi_node and g >= 2:
                 if inst.rdma == "none":
                     yield None, f"{precision} multi-node: {inst.id} has no RDMA (EFA/eRDMA)"
                     continue
@@ -203,6 +204,9 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
 
     problem = _checkpoint_problem(spec, layout) or _support_problem(layout.engine, model, hw) or (
         _precision_problem(layout.precision, hw, spec.kv_cache_dtype) if layout.engine == "vllm" else None)
+    if problem is None and layout.engine == "vllm":  # compat.yaml: the checkpoint's method and tp_rules
+        problem = (block_fp8_problem(spec, model, layout.precision)
+                   or layout_tp_check(model, layout.precision, layout.tp, hw.accelerator).problem)
     if problem:
         return reject(problem)
     try:
