@@ -33,6 +33,9 @@ DEFAULT_HEAD_ADDRESS = "10.0.0.10"
 #: end-to-end test at a local git repository.
 LLAMA_CPP_REPO = "https://github.com/ggml-org/llama.cpp"
 _GIT_URL = re.compile(r"^(?:(?:https?|file|ssh|git)://[^\s]+|/[^\s]*)$")
+#: Launch lifecycle hook of an AWS serving group: the node's readiness unit completes it, and only then does the
+#: Auto Scaling group register the node with the load balancer (the AWS program creates the hook by this name).
+AWS_LAUNCH_HOOK = "infragen-ready"
 #: Ray's default GCS port (`ray start --head` docs); the head listens here and workers join it.
 RAY_PORT = 6379
 
@@ -137,6 +140,7 @@ def _context(plan: Plan, role: str, head_address: str | None) -> dict[str, Any]:
         "serves": role in ("replica", "head"),
         "head_address": head_address or "",
         "ray_port": RAY_PORT,
+        "lifecycle_hook": AWS_LAUNCH_HOOK,
         "cluster_gpus": d.gpus_per_replica,
         "instances": instances,
         "engine_units": " ".join(f"infragen-engine@{i.index}.service" for i in instances),

@@ -46,9 +46,16 @@ class Metadata:
     requests: list[str] = field(default_factory=list)
 
 
+#: The instance the metadata stub describes (instance id, primary interface) unless a test passes its own values.
+INSTANCE_METADATA = {"instance-id": "i-0e2e0000000000001", "mac": "0a:00:00:00:00:01",
+                     "network/interfaces/macs/0a:00:00:00:00:01/interface-id": "eni-0e2e0000000000001",
+                     "network/interfaces/macs/0a:00:00:00:00:01/local-ipv4s": "10.40.0.57"}
+
+
 class _Imds(http.server.BaseHTTPRequestHandler):
     token = "e2e-imds-token"
     record: ClassVar[list[str]] = []
+    values: ClassVar[dict[str, str]] = {}
 
     def log_message(self, *args: object) -> None:
         pass
@@ -83,14 +90,17 @@ class _Imds(http.server.BaseHTTPRequestHandler):
                 "SecretAccessKey": "e2e-not-a-secret-access-key", "Token": "e2e-session-token",
                 "LastUpdated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "Expiration": (now + timedelta(hours=6)).strftime("%Y-%m-%dT%H:%M:%SZ")}), "application/json")
+        elif self.path.removeprefix("/latest/meta-data/") in self.values:
+            self._reply(200, self.values[self.path.removeprefix("/latest/meta-data/")])
         else:
             self._reply(404, "")
 
 
 @contextmanager
-def metadata_service() -> Iterator[Metadata]:
-    """The EC2 instance-metadata stub on 127.0.0.1 (IMDSv2 only)."""
-    handler = type("Imds", (_Imds,), {"record": []})
+def metadata_service(values: dict[str, str] | None = None) -> Iterator[Metadata]:
+    """The EC2 instance-metadata stub on 127.0.0.1 (IMDSv2 only): the role's credentials and `values` by path
+    under /latest/meta-data/ (default INSTANCE_METADATA)."""
+    handler = type("Imds", (_Imds,), {"record": [], "values": dict(INSTANCE_METADATA if values is None else values)})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -23,6 +23,10 @@ AWS_CALLS: dict[str, dict[str, Any]] = {
     "aws:index/getAvailabilityZones:getAvailabilityZones": {
         "id": "mock", "names": ["us-east-1a", "us-east-1b", "us-east-1c"],
         "zoneIds": ["use1-az1", "use1-az2", "use1-az4"], "groupNames": [], "state": "available"},
+    # use1-az4 does not offer the instance type: node subnets must avoid it.
+    "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": {
+        "id": "mock", "locations": ["use1-az2", "use1-az1"], "locationTypes": ["availability-zone-id"] * 2,
+        "instanceTypes": ["mock"] * 2},
     "aws:index/getPartition:getPartition": {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com",
                                             "reverseDnsPrefix": "com.amazonaws"},
     "aws:ssm/getParameter:getParameter": {"id": "mock", "name": "mock", "type": "String", "value": MOCK_AMI,

@@ -44,6 +44,8 @@ class Recording:
     """The program's return value, fully resolved."""
     errors: list[str] = field(default_factory=list)
     """Errors the program logged (an exception inside an apply is reported here)."""
+    warnings: list[str] = field(default_factory=list)
+    """Warnings the program logged (`pulumi.log.warn`)."""
     options: dict[tuple[str, str], pulumi.ResourceOptions] = field(default_factory=dict)
     """Resource options by (type, name), as seen by a stack transformation (delete_before_replace...)."""
 
@@ -119,7 +121,8 @@ class _ErrorCollector:
 
     def debug(self, *a: Any, **k: Any) -> None: ...
     def info(self, *a: Any, **k: Any) -> None: ...
-    def warning(self, *a: Any, **k: Any) -> None: ...
+    def warning(self, msg: str, *a: Any, **k: Any) -> None:
+        self.recording.warnings.append(str(msg))
 
     def error(self, msg: str, *a: Any, **k: Any) -> None:
         self.recording.errors.append(str(msg))

@@ -86,11 +86,12 @@ def test_planned_efa_env_forces_ofi_and_drops_nccl_proto() -> None:
 # --- the scripts, run -----------------------------------------------------------------------------------------
 
 
-def _run(root: Path, script: str, bin_dir: Path, *, memlock_kib: int | None = None) -> subprocess.CompletedProcess[str]:
+def _run(root: Path, script: str, bin_dir: Path, *, memlock_kib: int | None = None,
+         imds: str = "http://127.0.0.1:9/") -> subprocess.CompletedProcess[str]:
     bash = tool("bash")
     prefix = f"ulimit -S -l {memlock_kib}; " if memlock_kib is not None else ""
     cmd = [bash, "-c", f'{prefix}exec "$0" "$1"', bash, str(root / "usr/local/sbin" / script)]
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(root)}
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(root), "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
 
 
@@ -99,7 +100,9 @@ def _head(tmp_path: Path, journal: str) -> tuple[Path, Path]:
     (root / "run/infragen").mkdir(parents=True, exist_ok=True)
     (root / "run/infragen/auth-header").write_text("Authorization: Bearer x\n")
     bin_dir = tmp_path / "bin"
-    fake(bin_dir, "curl", "exit 0\n")
+    # curl: the engine answers; the instance metadata gives an instance id; the node is past its launch hook.
+    fake(bin_dir, "curl", 'case "$*" in *meta-data/instance-id*) echo i-0123456789abcdef0 ;; esac\n')
+    fake(bin_dir, "aws", "echo None\n")
     fake(bin_dir, "journalctl", f"cat <<'EOF'\n{journal}\nEOF\n")
     return root, bin_dir
 

@@ -16,7 +16,10 @@ import pytest
 from infragen.plan import Plan
 from infragen.provision import build_stack
 from infragen.provision.aws import build_aws
+from infragen.provision.aws.compute import CAPACITY_WAIT_MARGIN_S
+from infragen.provision.aws.layout import POST_HOOK_GRACE_S
 from infragen.provision.common import TAG_DIGEST, SecretLeakError, engine_ports
+from infragen.render.cloud_init import AWS_LAUNCH_HOOK
 from tests.plan_factory import make_plan
 from tests.provision.conftest import (
     API_SENTINEL,
@@ -35,6 +38,7 @@ ASG = "aws:autoscaling/group:Group"
 INSTANCE = "aws:ec2/instance:Instance"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 TG = "aws:lb/targetGroup:TargetGroup"
+RULE = "aws:lb/listenerRule:ListenerRule"
 SECRET_VERSION = "aws:secretsmanager/secretVersion:SecretVersion"
 
 KINDS = ["single", "packed", "tp", "multinode", "cpu"]
@@ -76,17 +80,17 @@ def user_data_of(lt_inputs: dict[str, Any]) -> str:
 # -- counts follow the plan ----------------------------------------------------------------------------------
 def test_node_count_matches_plan(stack: tuple[Plan, Recording]) -> None:
     plan, rec = stack
-    in_groups = sum(int(g.inputs["desiredCapacity"]) for g in rec.of_type(ASG))
-    heads = rec.of_type(INSTANCE)
-    assert in_groups + len(heads) == plan.deployment.nodes
+    assert sum(int(g.inputs["desiredCapacity"]) for g in rec.of_type(ASG)) == plan.deployment.nodes
+    assert rec.of_type(INSTANCE) == [], "every node is in an Auto Scaling group (a lost node comes back)"
     for g in rec.of_type(ASG):
         assert g.inputs["minSize"] == g.inputs["maxSize"] == g.inputs["desiredCapacity"], g.name
     if plan.deployment.nodes_per_replica > 1:
-        assert len(heads) == plan.deployment.replicas
+        heads = [g for g in rec.of_type(ASG) if g.name.endswith("-head")]
+        assert len(heads) == plan.deployment.replicas and all(g.inputs["desiredCapacity"] == 1 for g in heads)
         assert len(rec.of_type("aws:ec2/placementGroup:PlacementGroup")) == plan.deployment.replicas
         assert all(p.inputs["strategy"] == "cluster" for p in rec.of_type("aws:ec2/placementGroup:PlacementGroup"))
     else:
-        assert heads == [] and len(rec.of_type(ASG)) == 1
+        assert len(rec.of_type(ASG)) == 1
 
 
 def test_launch_templates_use_plan_instance_and_image(stack: tuple[Plan, Recording]) -> None:
@@ -132,15 +136,31 @@ def test_storage_follows_plan(stack: tuple[Plan, Recording]) -> None:
         assert devices == {}, f"{lt.name}: unexpected volumes {devices}"
 
 
-def test_health_checks_and_grace(stack: tuple[Plan, Recording]) -> None:
+def test_traffic_waits_for_the_readiness_hook(stack: tuple[Plan, Recording]) -> None:
+    """Serving groups hold a new node in a launch lifecycle hook (heartbeat = the plan's download + load budget)
+    that the node's readiness unit completes; only then is it registered, and a refresh moves on. Workers serve
+    nothing and have no hook."""
     plan, rec = stack
     serving = [g for g in rec.of_type(ASG) if g.inputs.get("targetGroupArns")]
-    for g in serving:
-        assert g.inputs["healthCheckType"] == "ELB", g.name
+    assert len(serving) == (plan.deployment.replicas if plan.deployment.nodes_per_replica > 1 else 1)
+    budget = min(max(plan.network.health_check_grace_s, 30), 7200)
     for g in rec.of_type(ASG):
-        assert g.inputs["healthCheckGracePeriod"] == plan.network.health_check_grace_s, g.name
+        hooks = g.inputs.get("initialLifecycleHooks")
+        if g in serving:
+            assert g.inputs["healthCheckType"] == "ELB", g.name
+            (hook,) = hooks
+            assert hook == {"name": AWS_LAUNCH_HOOK, "lifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+                            "heartbeatTimeout": budget, "defaultResult": "ABANDON"}, g.name
+            assert g.inputs["healthCheckGracePeriod"] == POST_HOOK_GRACE_S, g.name
+            assert g.inputs["waitForCapacityTimeout"] == f"{budget + CAPACITY_WAIT_MARGIN_S}s", g.name
+            assert g.inputs["instanceRefresh"]["preferences"]["instanceWarmup"] == str(POST_HOOK_GRACE_S)
+        else:
+            assert not hooks and g.inputs["healthCheckType"] == "EC2", g.name
+            assert g.inputs["healthCheckGracePeriod"] == plan.network.health_check_grace_s, g.name
     for tg in rec.of_type(TG):
         assert tg.inputs["healthCheck"]["path"] == plan.engine.health_path, tg.name
+        # A leaving node keeps its streams for at least the LB idle timeout (within ELB's 0-3600 s).
+        assert tg.inputs["deregistrationDelay"] == min(max(plan.network.idle_timeout_s, 30), 3600), tg.name
     assert sorted(int(t.inputs["port"]) for t in rec.of_type(TG)) == engine_ports(plan)
 
 
@@ -157,14 +177,25 @@ def test_load_balancer_matches_plan(stack: tuple[Plan, Recording]) -> None:
     assert listener.inputs["port"] == 80
     if alb:
         assert lb.inputs["idleTimeout"] == plan.network.idle_timeout_s
-        forwarded = listener.inputs["defaultActions"][0]["forward"]["targetGroups"]
-        assert len(forwarded) == len(engine_ports(plan))
+        # Only /v1/* (what the API key guards) and the health path reach the engine; the rest is a 404 here.
+        (default,) = listener.inputs["defaultActions"]
+        assert default["type"] == "fixed-response" and default["fixedResponse"]["statusCode"] == "404"
+        (rule,) = rec.of_type(RULE)
+        assert rule.inputs["listenerArn"].endswith(listener.name)
+        (condition,) = rule.inputs["conditions"]
+        assert condition["pathPattern"]["values"] == ["/v1/*", plan.engine.health_path]
+        (action,) = rule.inputs["actions"]
+        forwarded = action["forward"]["targetGroups"]
+        assert {f["arn"] for f in forwarded} == {f"arn:aws:mock:us-east-1:123456789012:{t.name}"
+                                                 for t in rec.of_type(TG)}
     else:
         assert listener.inputs["tcpIdleTimeoutSeconds"] == plan.network.idle_timeout_s
-    if plan.deployment.nodes_per_replica > 1:
-        attachments = rec.of_type("aws:lb/targetGroupAttachment:TargetGroupAttachment")
-        assert len(attachments) == plan.deployment.replicas * len(engine_ports(plan))
-        assert all(a.inputs["port"] == plan.engine.port for a in attachments)
+        assert rec.of_type(RULE) == []
+    assert rec.of_type("aws:lb/targetGroupAttachment:TargetGroupAttachment") == []
+    tg_arns = sorted(f"arn:aws:mock:us-east-1:123456789012:{t.name}" for t in rec.of_type(TG))
+    for g in rec.of_type(ASG):
+        if not g.name.endswith("-workers"):
+            assert sorted(g.inputs["targetGroupArns"]) == tg_arns, g.name
 
 
 def test_spot_uses_mixed_instances_policy(stack: tuple[Plan, Recording]) -> None:
@@ -233,7 +264,8 @@ def test_no_secret_value_outside_secret_versions(stack: tuple[Plan, Recording]) 
 
 def test_role_reads_exactly_its_secrets(stack: tuple[Plan, Recording]) -> None:
     _, rec = stack
-    policy = json.loads(rec.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    policy = json.loads(next(p for p in rec.of_type("aws:iam/rolePolicy:RolePolicy")
+                             if p.name.endswith("-read-secrets")).inputs["policy"])
     secret_arns = {f"arn:aws:mock:us-east-1:123456789012:{s.name}"
                    for s in rec.of_type("aws:secretsmanager/secret:Secret")}
     (stmt,) = policy["Statement"]
@@ -251,7 +283,7 @@ def test_every_resource_tagged_with_digest(stack: tuple[Plan, Recording]) -> Non
     assert json.loads(provider.inputs["defaultTags"])["tags"][TAG_DIGEST] == plan.digest
     untagged_types = {"aws:ec2/route:Route", "aws:ec2/routeTableAssociation:RouteTableAssociation",
                       "aws:iam/rolePolicy:RolePolicy", "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
-                      SECRET_VERSION, "aws:lb/targetGroupAttachment:TargetGroupAttachment"}
+                      SECRET_VERSION, "aws:ec2/subnetCidrReservation:SubnetCidrReservation"}
     for r in rec.custom_resources():
         if r.type in untagged_types:
             continue  # these AWS types take no tags
@@ -270,24 +302,37 @@ def test_components_parent_their_children(stack: tuple[Plan, Recording]) -> None
 
 
 # -- shapes that need their own settings ---------------------------------------------------------------------
-def test_multinode_head_fixed_ip_and_one_subnet() -> None:
+def test_multinode_head_is_a_group_of_one_holding_a_reserved_address() -> None:
+    """The head is replaced by its group without `pulumi up`; its node claims the replica's fixed address, which
+    the subnet reserves (EC2 never gives it to another node) and which only a head's interface may take."""
     plan = make_plan("multinode", "aws")
     rec = run_aws(plan)
     heads = [lt for lt in rec.of_type(LT) if lt.name.endswith("-head")]
     workers = [lt for lt in rec.of_type(LT) if lt.name.endswith("-worker")]
     assert len(heads) == len(workers) == plan.deployment.replicas
-    head_ip = heads[0].inputs["networkInterfaces"][0]["privateIpAddress"]
-    assert head_ip == "10.40.0.10"
-    assert {n["subnetId"] for n in heads[0].inputs["networkInterfaces"]} == {
-        next(s.name for s in rec.of_type("aws:ec2/subnet:Subnet") if s.name.endswith("private-0")) + "-id"}
-    (workers_asg,) = rec.of_type(ASG)
-    assert len(workers_asg.inputs["vpcZoneIdentifiers"]) == 1
-    assert workers_asg.inputs["placementGroup"]
+    assert "privateIpAddress" not in heads[0].inputs["networkInterfaces"][0]
+    assert all("subnetId" not in n for lt in heads + workers for n in lt.inputs["networkInterfaces"])
+    private0 = next(s.name for s in rec.of_type("aws:ec2/subnet:Subnet") if s.name.endswith("private-0")) + "-id"
+    groups = {g.name.rsplit("-", 1)[1]: g for g in rec.of_type(ASG)}  # registration order varies
+    assert sorted(groups) == ["head", "workers"]
+    head_asg, workers_asg = groups["head"], groups["workers"]
+    for g in (head_asg, workers_asg):  # one subnet, one cluster placement group, launched together
+        assert g.inputs["vpcZoneIdentifiers"] == [private0] and g.inputs["placementGroup"], g.name
+        assert not rec.options[(ASG, g.name)].depends_on, g.name
     assert workers_asg.inputs["healthCheckType"] == "EC2"
-    assert f"head={head_ip}" in user_data_of(workers[0].inputs)
-    (head,) = rec.of_type(INSTANCE)
-    assert rec.options[(INSTANCE, head.name)].delete_before_replace, "a new head cannot take the fixed IP first"
-    assert "role=head" in user_data_of(heads[0].inputs) and "role=worker" in user_data_of(workers[0].inputs)
+    assert "role=head head=10.40.0.10" in user_data_of(heads[0].inputs)
+    assert "role=worker head=10.40.0.10" in user_data_of(workers[0].inputs)
+    assert rec.exports["head_private_ips"] == ["10.40.0.10"]
+    reservations = rec.of_type("aws:ec2/subnetCidrReservation:SubnetCidrReservation")
+    assert {(r.inputs["cidrBlock"], r.inputs["reservationType"]) for r in reservations} == {
+        ("10.40.0.8/29", "explicit"), ("10.40.16.8/29", "explicit")}
+    nic_tags = next(t["tags"] for t in heads[0].inputs["tagSpecifications"] if t["resourceType"] == "network-interface")
+    assert nic_tags["infragen:role"] == "head"
+    lifecycle = json.loads(next(p for p in rec.of_type("aws:iam/rolePolicy:RolePolicy")
+                                if p.name.endswith("-node-lifecycle")).inputs["policy"])
+    claim = next(s for s in lifecycle["Statement"] if s["Sid"] == "ClaimHeadAddress")
+    assert claim["Action"] == ["ec2:AssignPrivateIpAddresses"]
+    assert claim["Condition"]["StringEquals"]["aws:ResourceTag/infragen:role"] == "head"
     efa_rules = [r for r in rec.of_type(INGRESS) if "efa-sg" in r.inputs["securityGroupId"]]
     assert len(efa_rules) == 1 and efa_rules[0].inputs["ipProtocol"] == "-1"
     assert efa_rules[0].inputs["referencedSecurityGroupId"] == efa_rules[0].inputs["securityGroupId"]

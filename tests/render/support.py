@@ -43,3 +43,16 @@ def example_plan(path: Path):  # type: ignore[no-untyped-def]
     if plan_file is None:
         pytest.skip("infragen.sizing.plan_file is not written yet (planner engineer)")
     return plan_file(path)
+
+
+def delivered_bytes(text: str, cloud: str) -> int:
+    """What the cloud counts against its 16 KB user-data limit: the bytes its provisioner sends after base64
+    decoding (both gzip a text over 16 KB; cloud-init decompresses it), not the rendered text's length."""
+    import base64
+
+    if cloud == "aws":
+        from infragen.provision.aws.layout import encode_user_data
+    else:
+        from infragen.provision.alicloud.compute import encode_user_data  # type: ignore[assignment]
+    return len(base64.b64decode(encode_user_data(text)))
+

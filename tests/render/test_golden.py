@@ -16,7 +16,7 @@ import yaml
 from infragen.plan import Plan
 from infragen.render import USER_DATA_MAX_BYTES, render_all
 from tests.plan_factory import make_plan
-from tests.render.support import CASES, EXAMPLES, GOLDEN_DIR, UPDATE_ENV, example_plan, tool
+from tests.render.support import CASES, EXAMPLES, GOLDEN_DIR, UPDATE_ENV, delivered_bytes, example_plan, tool
 
 
 def _check_golden(name: str, files: dict[str, str]) -> None:
@@ -53,11 +53,13 @@ def test_example_golden(path: Path) -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_passes_the_tools(path: Path, tmp_path: Path) -> None:
-    files = _example_files(path)
+    plan: Plan = example_plan(path)
+    files = render_all(plan)
     cloud_init, shellcheck = tool("cloud-init"), tool("shellcheck")
     scripts = []
     for name, text in files.items():
-        assert len(text.encode()) < USER_DATA_MAX_BYTES, f"{path.stem}/{name} is over 16 KB"
+        sent = delivered_bytes(text, plan.deployment.cloud)
+        assert sent <= USER_DATA_MAX_BYTES, f"{path.stem}/{name} is {sent} bytes as sent, over 16 KB"
         target = tmp_path / name
         target.write_text(text)
         result = subprocess.run([cloud_init, "schema", "--config-file", str(target)], capture_output=True,

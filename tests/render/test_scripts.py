@@ -19,6 +19,7 @@ import yaml
 
 from infragen.plan import Plan
 from infragen.render import render_user_data
+from tests.e2e.cloud import metadata_service
 from tests.plan_factory import SENTINEL_SECRET, make_plan
 from tests.render.support import tool
 
@@ -50,8 +51,12 @@ def fake(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
-def run(root: Path, script: str, bin_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(root)}
+def run(root: Path, script: str, bin_dir: Path, *args: str,
+        imds: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a node script with fakes first on PATH; `imds`: the metadata stub's URL (AWS scripts ask it)."""
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(root),
+           # Never the real link-local metadata address from a test: a closed local port unless a stub is given.
+           "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds or "http://127.0.0.1:9/"}
     return subprocess.run([tool("bash"), str(root / "usr/local/sbin" / script), *args], capture_output=True,
                           text=True, env=env, timeout=60)
 
@@ -162,8 +167,12 @@ def test_ready_waits_for_a_one_token_completion(tmp_path: Path, engine_port: int
     root = sandbox(_on_port(make_plan("single"), engine_port), "replica", tmp_path / "root")
     (root / "run/infragen").mkdir(parents=True)
     (root / "run/infragen/auth-header").write_text(f"Authorization: Bearer {SENTINEL_SECRET}\n")
-    result = run(root, "infragen-ready", tmp_path / "bin")
+    # Not in an Auto Scaling group (rendered by hand): no launch hook to complete, still READY.
+    fake(tmp_path / "bin", "aws", 'case "$*" in *describe-auto-scaling-instances*) echo None ;; *) exit 9 ;; esac\n')
+    with metadata_service() as imds:
+        result = run(root, "infragen-ready", tmp_path / "bin", imds=imds.url)
     assert result.returncode == 0, result.stderr
+    assert "no launch hook to complete" in result.stderr
     assert (root / "run/infragen/ready").exists()
     assert "READY: test-single-aws" in result.stderr
     assert _Engine.completions == [{"model": "qwen2-7b", "prompt": "Hello", "max_tokens": 1}]

@@ -11,11 +11,13 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from infragen.errors import InputError
 from infragen.plan import Plan
 from infragen.provision.aws.compute import Compute, ComputeArgs, UserDataRenderer
 from infragen.provision.aws.layout import (
     USER_DATA_MAX_BYTES,
     Role,
+    deregistration_delay_s,
     idle_timeout_s,
     is_multinode,
     subnet_cidrs,
@@ -24,6 +26,7 @@ from infragen.provision.aws.layout import (
 )
 from infragen.provision.aws.load_balancer import LoadBalancer, LoadBalancerArgs, listener_ports
 from infragen.provision.aws.network import Network, NetworkArgs
+from infragen.provision.aws.options import AwsOptions, load_aws_options
 from infragen.provision.aws.secrets import Secrets, SecretsArgs
 from infragen.provision.common import check_secret_free, check_user_data, name_stem, plan_tags
 from infragen.provision.settings import StackSettings
@@ -31,12 +34,13 @@ from infragen.provision.settings import StackSettings
 __all__ = ["Compute", "LoadBalancer", "Network", "Secrets", "build_aws"]
 
 
-def build_aws(plan: Plan, settings: StackSettings, *,
-              render_user_data: UserDataRenderer | None = None) -> dict[str, Any]:
+def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserDataRenderer | None = None,
+              options: AwsOptions | None = None) -> dict[str, Any]:
     """Create the deployment in `plan.deployment.region`; returns the exports (`endpoint` and ids).
 
     `render_user_data(role, head_address)` renders one node's cloud-init; by default the real renderer
-    (infragen.render.render_user_data) is used. Tests pass their own.
+    (infragen.render.render_user_data) is used. Tests pass their own. `options` are the AWS-only stack
+    settings (pinned image, capacity reservation); by default read from the `infragen:*` config.
     """
     if plan.deployment.cloud != "aws":
         raise ValueError(f"build_aws got a plan for {plan.deployment.cloud!r}")
@@ -45,6 +49,20 @@ def build_aws(plan: Plan, settings: StackSettings, *,
         # The plan's region wins (prices and capacity were checked there); the explicit provider pins it.
         pulumi.log.warn(f"aws:region is {configured} but plan {plan.workload} targets {plan.deployment.region}; "
                         f"resources are created in {plan.deployment.region}")
+    aws_options = options if options is not None else load_aws_options()
+    if aws_options.capacity_reservation_id and plan.deployment.pricing == "spot":
+        raise InputError(f"infragen:capacityReservationId is set but plan {plan.workload} is priced on spot; a "
+                         "capacity reservation holds on-demand capacity",
+                         fix="plan with on-demand pricing, or unset infragen:capacityReservationId")
+    if not settings.certificate_arn and "0.0.0.0/0" in settings.allowed_cidrs:
+        pulumi.log.warn("no infragen:certificateArn and infragen:allowedCidrs open to the internet: clients send "
+                        "the API key in clear text; set a certificate or restrict the client networks")
+    if plan.network.load_balancer == "nlb":
+        pulumi.log.warn("a network load balancer forwards every path: the engine's unauthenticated routes "
+                        "(/metrics, /tokenize...) are reachable from infragen:allowedCidrs; restrict them")
+    if aws_options.image_id is None:
+        pulumi.log.warn("infragen:imageId is not set: the AMI is resolved from its SSM parameter at every deploy, "
+                        "so a new AMI release rolls every node; pin it (see `infragen preflight`)")
     renderer = render_user_data or _default_renderer(plan)
     stem = name_stem(plan)
     tags = plan_tags(plan)
@@ -58,20 +76,24 @@ def build_aws(plan: Plan, settings: StackSettings, *,
     network = Network(stem, NetworkArgs(
         vpc_cidr=settings.vpc_cidr, listener_ports=listener_ports(kind, settings.certificate_arn),
         target_ports=ports, allowed_cidrs=settings.allowed_cidrs, efa=is_multinode(plan) and plan.network.rdma == "efa",
-        tags=tags), opts)
+        instance_type=plan.deployment.instance_type, region=plan.deployment.region,
+        reserve_head_ips=is_multinode(plan), tags=tags), opts)
     secrets = Secrets(stem, SecretsArgs(
         hf_token_name=plan.secrets.hf_token_name, api_key_name=plan.secrets.api_key_name,
-        hf_token=settings.hf_token, api_key=settings.api_key, weights_bucket=weights_bucket(plan), tags=tags), opts)
+        hf_token=settings.hf_token, api_key=settings.api_key, weights_bucket=weights_bucket(plan), tags=tags,
+        workload=plan.workload, claims_head_address=is_multinode(plan)), opts)
     lb = LoadBalancer(stem, LoadBalancerArgs(
         kind=kind, vpc_id=network.vpc.id, public_subnet_ids=[s.id for s in network.public_subnets],
         security_group_id=network.lb_sg.id, target_ports=ports, health_path=plan.engine.health_path,
-        idle_timeout_s=idle_timeout_s(plan), certificate_arn=settings.certificate_arn, tags=tags), opts)
+        idle_timeout_s=idle_timeout_s(plan), deregistration_delay_s=deregistration_delay_s(plan),
+        certificate_arn=settings.certificate_arn, tags=tags), opts)
     compute = Compute(stem, ComputeArgs(
         plan=plan, subnets=subnet_cidrs(settings.vpc_cidr), private_subnet_ids=[s.id for s in network.private_subnets],
         node_security_group_id=network.node_sg.id,
         efa_security_group_id=network.efa_sg.id if network.efa_sg is not None else None,
         instance_profile_arn=secrets.instance_profile.arn, target_group_arns=[t.arn for t in lb.target_groups],
-        target_ports=ports, render_user_data=checked, tags=tags),
+        target_ports=ports, render_user_data=checked, tags=tags, image_id=aws_options.image_id,
+        capacity_reservation_id=aws_options.capacity_reservation_id, capacity_block=aws_options.capacity_block),
         pulumi.ResourceOptions(provider=provider, depends_on=[secrets]))
     return {
         "endpoint": lb.endpoint,
@@ -80,7 +102,9 @@ def build_aws(plan: Plan, settings: StackSettings, *,
         "hf_token_secret": plan.secrets.hf_token_name,
         "api_key_secret": plan.secrets.api_key_name,
         "image_id": compute.image_id,
-        "head_private_ips": [i.private_ip for i in compute.head_instances],
+        "image_pinned": aws_options.image_id is not None,
+        "head_private_ips": compute.head_ips,
+        "node_zone_ids": network.node_zone_ids,
     }
 
 

@@ -1,6 +1,8 @@
 """Compute component: launch templates (Deep Learning AMI or Ubuntu, IMDSv2, encrypted volumes, the plan's
-storage, EFA interfaces, rendered cloud-init) and the nodes: an Auto Scaling group of single-node replicas,
-or per multi-node replica a head instance with a fixed IP plus a worker group in one cluster placement group.
+storage, EFA interfaces, rendered cloud-init, optional capacity reservation) and the nodes: an Auto Scaling
+group of single-node replicas, or per multi-node replica a head group of one (its node claims the replica's
+reserved fixed address) plus a worker group in one cluster placement group. Serving groups hold new nodes in a
+launch lifecycle hook until the node's readiness unit completes it.
 
 Counts, sizes and ports come from the plan; makes no sizing decision.
 """
@@ -16,6 +18,8 @@ import pulumi_aws as aws
 from infragen.plan import Plan
 from infragen.provision.aws.layout import (
     DATA_DEVICE_NAME,
+    LIFECYCLE_HOOK_NAME,
+    POST_HOOK_GRACE_S,
     ROOT_DEVICE_NAME,
     ReplicaGroup,
     Role,
@@ -29,6 +33,10 @@ from infragen.provision.aws.layout import (
 
 #: Renders the cloud-init for one node: (role, head private IP or None) -> user-data text.
 UserDataRenderer = Callable[[Role, "str | None"], str]
+#: Lifecycle hook heartbeat bounds, seconds (Auto Scaling API: 30-7200).
+HOOK_HEARTBEAT_RANGE_S = (30, 7200)
+#: Extra time `pulumi up` waits for a group's capacity beyond the readiness budget (launch, boot, checks).
+CAPACITY_WAIT_MARGIN_S = 600
 #: IMDS hop limit 2 lets a container on the node reach IMDSv2 (AWS's recommendation for container hosts);
 #: tokens stay required, so v1-style SSRF requests get nothing.
 IMDS_HOP_LIMIT = 2
@@ -58,6 +66,18 @@ class ComputeArgs:
     """Cloud-init renderer (the real one: infragen.render.render_user_data)."""
     tags: dict[str, str]
     """Tags for every resource (plan digest included)."""
+    image_id: str | None = None
+    """Pinned AMI (`infragen:imageId`); None = resolve the image's SSM parameter at each deploy."""
+    capacity_reservation_id: str | None = None
+    """On-Demand Capacity Reservation or Capacity Block to launch into (`infragen:capacityReservationId`)."""
+    capacity_block: bool = False
+    """The reservation is a Capacity Block for ML (`infragen:capacityBlock`): market type capacity-block."""
+
+
+def hook_heartbeat_s(plan: Plan) -> int:
+    """How long a new serving node may take to become ready: the plan's download + load estimate."""
+    low, high = HOOK_HEARTBEAT_RANGE_S
+    return max(low, min(plan.network.health_check_grace_s, high))
 
 
 class Compute(pulumi.ComponentResource):
@@ -68,14 +88,16 @@ class Compute(pulumi.ComponentResource):
         self._name = name
         self._args = args
         plan = args.plan
-        self.image_id = aws.ssm.get_parameter_output(
+        # A pinned image never changes under a plan; the SSM parameter moves with every AMI release (a roll).
+        self.image_id: pulumi.Input[str] = args.image_id or aws.ssm.get_parameter_output(
             name=image_parameter(plan), opts=pulumi.InvokeOutputOptions(parent=self)).value
         self.groups: list[aws.autoscaling.Group] = []
-        self.head_instances: list[aws.ec2.Instance] = []
+        self.head_groups: list[aws.autoscaling.Group] = []
+        self.head_ips: list[str] = []
         self.launch_templates: list[aws.ec2.LaunchTemplate] = []
 
         if single_node_count(plan):
-            lt = self._launch_template(f"{name}-replica", "replica", None, None, None, spot_in_template=False)
+            lt = self._launch_template(f"{name}-replica", "replica", None)
             self.groups.append(self._group(f"{name}-replicas", lt, plan.deployment.nodes, args.private_subnet_ids,
                                            target_groups=args.target_group_arns, placement_group=None))
         for group in replica_groups(plan, args.subnets):
@@ -84,7 +106,7 @@ class Compute(pulumi.ComponentResource):
         self.register_outputs({
             "image_id": self.image_id,
             "group_names": [g.name for g in self.groups],
-            "head_private_ips": [i.private_ip for i in self.head_instances],
+            "head_private_ips": self.head_ips,
         })
 
     # -- multi-node replicas -------------------------------------------------------------------------------
@@ -93,37 +115,33 @@ class Compute(pulumi.ComponentResource):
         subnet_id = args.private_subnet_ids[group.az_index]
         pg = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=args.tags,
                                     opts=pulumi.ResourceOptions(parent=self))
-        head_lt = self._launch_template(f"{name}-head", "head", group.head_ip, subnet_id, pg.name,
-                                        spot_in_template=True, fixed_ip=group.head_ip)
-        head = aws.ec2.Instance(
-            f"{name}-head",
-            launch_template=aws.ec2.InstanceLaunchTemplateArgs(id=head_lt.id,
-                                                               version=head_lt.latest_version.apply(str)),
-            tags={**args.tags, "Name": f"{name}-head", "infragen:role": "head"},
-            # The replacement reuses the fixed IP, so the old head must go first.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
-        self.head_instances.append(head)
-        # Only the head serves the OpenAI API; workers run their pipeline stages behind it.
-        for port, tg_arn in zip(args.target_ports, args.target_group_arns, strict=True):
-            aws.lb.TargetGroupAttachment(f"{name}-head-{port}", target_group_arn=tg_arn, target_id=head.id,
-                                         port=port, opts=pulumi.ResourceOptions(parent=self))
+        # The head is a group of one: a failed or interrupted head is replaced without `pulumi up`; its node
+        # claims the replica's fixed address (reserved in the subnet) so the workers find it again. Only the
+        # head serves the OpenAI API; workers run their pipeline stages behind it.
+        head_lt = self._launch_template(f"{name}-head", "head", group.head_ip)
+        head = self._group(f"{name}-head", head_lt, 1, [subnet_id], target_groups=args.target_group_arns,
+                           placement_group=pg.name)
+        self.groups.append(head)
+        self.head_groups.append(head)
+        self.head_ips.append(group.head_ip)
         if group.workers:
-            # Subnet and placement come from the group (an ASG launch template names neither).
-            worker_lt = self._launch_template(f"{name}-worker", "worker", group.head_ip, None, None,
-                                              spot_in_template=False)
+            # Launched together with the head (no ordering): the head waits for the workers' GPUs itself.
+            worker_lt = self._launch_template(f"{name}-worker", "worker", group.head_ip)
             self.groups.append(self._group(f"{name}-workers", worker_lt, group.workers, [subnet_id],
-                                           target_groups=[], placement_group=pg.name,
-                                           depends_on=[head]))
+                                           target_groups=[], placement_group=pg.name))
 
     # -- building blocks ---------------------------------------------------------------------------------------
-    def _launch_template(self, name: str, role: Role, head_address: str | None, subnet_id: pulumi.Input[str] | None,
-                         placement_group: pulumi.Input[str] | None, *, spot_in_template: bool,
-                         fixed_ip: str | None = None) -> aws.ec2.LaunchTemplate:
+    def _launch_template(self, name: str, role: Role, head_address: str | None) -> aws.ec2.LaunchTemplate:
+        """A launch template for an Auto Scaling group (subnet and placement group come from the group)."""
         args, plan = self._args, self._args.plan
         user_data = encode_user_data(args.render_user_data(role, head_address))
-        market = None
-        if spot_in_template and plan.deployment.pricing == "spot":
-            market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="spot")
+        market = reservation = None
+        if args.capacity_reservation_id:
+            reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                    capacity_reservation_id=args.capacity_reservation_id))
+            if args.capacity_block:
+                market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
         lt = aws.ec2.LaunchTemplate(
             name,
             image_id=self.image_id,
@@ -133,9 +151,9 @@ class Compute(pulumi.ComponentResource):
                 http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT,
                 instance_metadata_tags="disabled"),
             block_device_mappings=self._block_devices(),
-            network_interfaces=self._interfaces(subnet_id, fixed_ip),
-            placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group) if placement_group else None,
+            network_interfaces=self._interfaces(),
             instance_market_options=market,
+            capacity_reservation_specification=reservation,
             ebs_optimized="true",
             user_data=user_data,
             update_default_version=True,
@@ -167,8 +185,7 @@ class Compute(pulumi.ComponentResource):
                     throughput=storage.volume_throughput_mb_per_s if volume_type == "gp3" else None)))
         return devices
 
-    def _interfaces(self, subnet_id: pulumi.Input[str] | None,
-                    fixed_ip: str | None) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+    def _interfaces(self) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
         args = self._args
         efa_sg = args.efa_security_group_id
         out = []
@@ -181,13 +198,12 @@ class Compute(pulumi.ComponentResource):
                 network_card_index=slot.network_card_index, device_index=slot.device_index,
                 interface_type=None if slot.interface_type == "interface" else slot.interface_type,
                 associate_public_ip_address="false" if primary else None,
-                delete_on_termination="true", security_groups=groups, subnet_id=subnet_id,
-                private_ip_address=fixed_ip if primary else None))
+                delete_on_termination="true", security_groups=groups))
         return out
 
     def _group(self, name: str, lt: aws.ec2.LaunchTemplate, count: int, subnet_ids: list[pulumi.Input[str]], *,
-               target_groups: list[pulumi.Input[str]], placement_group: pulumi.Input[str] | None,
-               depends_on: list[pulumi.Resource] | None = None) -> aws.autoscaling.Group:
+               target_groups: list[pulumi.Input[str]],
+               placement_group: pulumi.Input[str] | None) -> aws.autoscaling.Group:
         args, plan = self._args, self._args.plan
         spec = {"launch_template_id": lt.id, "version": lt.latest_version.apply(str)}
         if plan.deployment.pricing == "spot":
@@ -206,20 +222,31 @@ class Compute(pulumi.ComponentResource):
             capacity = {"launch_template": aws.autoscaling.GroupLaunchTemplateArgs(
                 id=spec["launch_template_id"], version=spec["version"])}
         serving = bool(target_groups)
+        heartbeat = hook_heartbeat_s(plan)
+        # Serving nodes wait in Pending:Wait until their readiness unit completes the hook (docs/bootstrap.md):
+        # only then are they registered with the target groups, and an instance refresh moves on.
+        hooks = [aws.autoscaling.GroupInitialLifecycleHookArgs(
+            name=LIFECYCLE_HOOK_NAME, lifecycle_transition="autoscaling:EC2_INSTANCE_LAUNCHING",
+            heartbeat_timeout=heartbeat, default_result="ABANDON")] if serving else None
+        # A group of one (a head) launches its replacement before terminating the old node.
+        healthy = (100, 200) if count == 1 else (50, 100)
         return aws.autoscaling.Group(
             name,
             min_size=count, max_size=count, desired_capacity=count,
             vpc_zone_identifiers=subnet_ids,
             target_group_arns=target_groups or None,
             health_check_type="ELB" if serving else "EC2",
-            health_check_grace_period=plan.network.health_check_grace_s,
+            health_check_grace_period=POST_HOOK_GRACE_S if serving else plan.network.health_check_grace_s,
+            initial_lifecycle_hooks=hooks,
+            wait_for_capacity_timeout=f"{(heartbeat if serving else 0) + CAPACITY_WAIT_MARGIN_S}s",
             placement_group=placement_group,
             capacity_rebalance=plan.deployment.pricing == "spot",
             instance_refresh=aws.autoscaling.GroupInstanceRefreshArgs(
                 strategy="Rolling",
                 preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(
-                    min_healthy_percentage=50, instance_warmup=str(plan.network.health_check_grace_s))),
+                    min_healthy_percentage=healthy[0], max_healthy_percentage=healthy[1],
+                    instance_warmup=str(POST_HOOK_GRACE_S if serving else plan.network.health_check_grace_s))),
             tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
                   for k, v in sorted(args.tags.items())],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on or []),
+            opts=pulumi.ResourceOptions(parent=self),
             **capacity)

@@ -17,6 +17,7 @@ from infragen.errors import InputError
 from infragen.identifiers import OBJECT_URI_RE
 from infragen.plan import Plan
 from infragen.provision.common import engine_ports
+from infragen.render.cloud_init import AWS_LAUNCH_HOOK
 
 Role = Literal["replica", "head", "worker"]
 
@@ -36,6 +37,17 @@ ALB_IDLE_TIMEOUT_RANGE_S = (1, 4000)
 NLB_IDLE_TIMEOUT_RANGE_S = (60, 6000)
 #: First host offset used for fixed head IPs inside a subnet (AWS reserves the first four addresses).
 HEAD_IP_OFFSET = 10
+#: Head IPs live in an explicit subnet CIDR reservation of this prefix length at offset 8 (.8-.15): AWS never
+#: auto-assigns a reserved address, so a worker cannot take a head's address while the head is replaced.
+HEAD_RESERVATION_PREFIX = 29
+HEADS_PER_SUBNET = 8 - (HEAD_IP_OFFSET - 8)
+#: Launch lifecycle hook the node's readiness unit completes (the renderer's name, so both sides agree).
+LIFECYCLE_HOOK_NAME = AWS_LAUNCH_HOOK
+#: With a launch lifecycle hook the group may use a grace period of 0 (EC2 Auto Scaling guide, "health check
+#: grace period"); a short one absorbs the first ELB health checks after the hook completes.
+POST_HOOK_GRACE_S = 60
+#: Target-group deregistration delay bounds, seconds (ELB: 0-3600); streams need at least the idle timeout.
+DEREGISTRATION_DELAY_RANGE_S = (30, 3600)
 
 
 @dataclass(frozen=True)
@@ -91,6 +103,33 @@ def is_multinode(plan: Plan) -> bool:
     return plan.deployment.nodes_per_replica > 1
 
 
+def choose_zones(offered: list[str], available: list[str], instance_type: str, region: str,
+                 count: int = AZ_COUNT) -> tuple[list[str], list[str]]:
+    """(node zone ids, load-balancer zone ids): nodes only in zones offering the instance type (repeated when
+    fewer than `count` do); the load balancer in those zones first, then others, `count` distinct ones."""
+    nodes_in = [z for z in available if z in set(offered)]
+    if not nodes_in:
+        raise InputError(f"no availability zone of {region} offers {instance_type} "
+                         f"(zones: {', '.join(available) or 'none'})",
+                         fix="plan another region (workload `regions`) or run `infragen preflight` first")
+    lb_in = (nodes_in + [z for z in available if z not in nodes_in])[:count]
+    if len(lb_in) < count:
+        raise InputError(f"{region} has {len(available)} available zone(s); the load balancer needs {count}")
+    return [nodes_in[i % len(nodes_in)] for i in range(count)], lb_in
+
+
+def head_reservation(subnet_cidr: str) -> str:
+    """The /29 of a private subnet that holds its heads' fixed addresses (offset 8)."""
+    net = ipaddress.IPv4Network(subnet_cidr)
+    return str(ipaddress.IPv4Network(f"{net.network_address + 8}/{HEAD_RESERVATION_PREFIX}"))
+
+
+def deregistration_delay_s(plan: Plan) -> int:
+    """Draining time of a leaving target: the LB idle timeout (a stream may be that quiet), within ELB's range."""
+    low, high = DEREGISTRATION_DELAY_RANGE_S
+    return max(low, min(plan.network.idle_timeout_s, high))
+
+
 def replica_groups(plan: Plan, subnets: Subnets) -> list[ReplicaGroup]:
     """One group per multi-node replica, spread round-robin over the AZs; empty for single-node replicas."""
     if not is_multinode(plan):
@@ -99,7 +138,11 @@ def replica_groups(plan: Plan, subnets: Subnets) -> list[ReplicaGroup]:
     for index in range(plan.deployment.replicas):
         az_index = index % len(subnets.private)
         net = ipaddress.IPv4Network(subnets.private[az_index])
-        head_ip = str(net.network_address + HEAD_IP_OFFSET + index // len(subnets.private))
+        slot = index // len(subnets.private)
+        if slot >= HEADS_PER_SUBNET:
+            raise InputError(f"plan has {plan.deployment.replicas} multi-node replicas; at most "
+                             f"{HEADS_PER_SUBNET * len(subnets.private)} heads fit the reserved head addresses")
+        head_ip = str(net.network_address + HEAD_IP_OFFSET + slot)
         groups.append(ReplicaGroup(index=index, az_index=az_index, head_ip=head_ip,
                                    workers=plan.deployment.nodes_per_replica - 1))
     if len(groups) * plan.deployment.nodes_per_replica != plan.deployment.nodes:

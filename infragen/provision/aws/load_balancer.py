@@ -36,6 +36,8 @@ class LoadBalancerArgs:
     """HTTP path the health check requests."""
     idle_timeout_s: int
     """Idle timeout (streamed generations keep a connection open this long between tokens)."""
+    deregistration_delay_s: int
+    """How long a leaving target keeps its open streams (at least the idle timeout, within ELB's range)."""
     certificate_arn: str | None
     """ACM certificate for the HTTPS (ALB) / TLS (NLB) listener; None = plain HTTP only."""
     tags: dict[str, str]
@@ -59,17 +61,17 @@ class LoadBalancer(pulumi.ComponentResource):
         for port in args.target_ports:
             self.target_groups.append(aws.lb.TargetGroup(
                 f"{name}-tg-{port}", port=port, protocol="HTTP" if alb else "TCP", target_type="instance",
-                vpc_id=args.vpc_id, deregistration_delay=30,
+                vpc_id=args.vpc_id, deregistration_delay=args.deregistration_delay_s,
                 health_check=aws.lb.TargetGroupHealthCheckArgs(
                     enabled=True, protocol="HTTP", port="traffic-port", path=args.health_path, matcher="200",
                     interval=15, timeout=5, healthy_threshold=2, unhealthy_threshold=3),
                 tags=args.tags, opts=child))
 
+        # ALB: the API key guards only vLLM's /v1 routes, so only /v1/* and the health path are forwarded (rules
+        # below); everything else (/metrics, /tokenize, /invocations...) gets a 404 from the load balancer.
         forward = aws.lb.ListenerDefaultActionArgs(
-            type="forward",
-            forward=aws.lb.ListenerDefaultActionForwardArgs(target_groups=[
-                aws.lb.ListenerDefaultActionForwardTargetGroupArgs(arn=tg.arn, weight=1) for tg in self.target_groups
-            ]),
+            type="fixed-response", fixed_response=aws.lb.ListenerDefaultActionFixedResponseArgs(
+                content_type="text/plain", message_body="not found", status_code="404"),
         ) if alb else aws.lb.ListenerDefaultActionArgs(type="forward", target_group_arn=self.target_groups[0].arn)
         tcp_timeout = {} if alb else {"tcp_idle_timeout_seconds": args.idle_timeout_s}
 
@@ -94,8 +96,23 @@ class LoadBalancer(pulumi.ComponentResource):
                 f"{name}-http", load_balancer_arn=self.lb.arn, port=HTTP_PORT, protocol="HTTP" if alb else "TCP",
                 default_actions=[forward], tags=args.tags, opts=child, **tcp_timeout))
             scheme = "http"
+        if alb:
+            serving = self.listeners[0]
+            aws.lb.ListenerRule(
+                f"{name}-api", listener_arn=serving.arn, priority=10,
+                conditions=[aws.lb.ListenerRuleConditionArgs(path_pattern=aws.lb.ListenerRuleConditionPathPatternArgs(
+                    values=list(api_paths(args.health_path))))],
+                actions=[aws.lb.ListenerRuleActionArgs(type="forward", forward=aws.lb.ListenerRuleActionForwardArgs(
+                    target_groups=[aws.lb.ListenerRuleActionForwardTargetGroupArgs(arn=tg.arn, weight=1)
+                                   for tg in self.target_groups]))],
+                tags=args.tags, opts=child)
         self.endpoint = pulumi.Output.concat(f"{scheme}://", self.lb.dns_name)
         self.register_outputs({"endpoint": self.endpoint, "target_group_arns": [t.arn for t in self.target_groups]})
+
+
+def api_paths(health_path: str) -> tuple[str, ...]:
+    """Paths the ALB forwards: the OpenAI API under /v1 (what VLLM_API_KEY guards) and the health path."""
+    return ("/v1/*", health_path)
 
 
 def listener_ports(kind: Literal["alb", "nlb"], certificate_arn: str | None) -> tuple[int, ...]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infragen.provision.aws.layout import AZ_COUNT, subnet_cidrs
+from infragen.provision.aws.layout import AZ_COUNT, choose_zones, head_reservation, subnet_cidrs
 
 ANYWHERE_IPV4 = "0.0.0.0/0"
 
@@ -30,6 +30,12 @@ class NetworkArgs:
     """Client networks allowed to reach the listener ports."""
     efa: bool
     """Create the self-referencing all-traffic group EFA requires."""
+    instance_type: str
+    """Node instance type: node subnets go only to zones that offer it."""
+    region: str
+    """Region (for messages)."""
+    reserve_head_ips: bool
+    """Reserve each private subnet's head block (multi-node replicas claim fixed addresses from it)."""
     tags: dict[str, str]
     """Tags for every resource (plan digest included)."""
 
@@ -42,7 +48,15 @@ class Network(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         tags = args.tags
         cidrs = subnet_cidrs(args.vpc_cidr)
-        azs = aws.get_availability_zones_output(state="available", opts=pulumi.InvokeOutputOptions(parent=self))
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+        azs = aws.get_availability_zones_output(state="available", opts=invoke)
+        offered = aws.ec2.get_instance_type_offerings_output(
+            location_type="availability-zone-id", opts=invoke,
+            filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[args.instance_type])])
+        # Zones by offering: a zone without the type would leave its nodes unlaunchable; fails at preview.
+        zones = pulumi.Output.all(offered.locations, azs.zone_ids).apply(
+            lambda a: choose_zones(list(a[0]), list(a[1]), args.instance_type, args.region))
+        self.node_zone_ids = zones.apply(lambda z: z[0])
 
         self.vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.vpc_cidr, enable_dns_hostnames=True,
                                enable_dns_support=True, tags={**tags, "Name": f"{name}-vpc"}, opts=child)
@@ -54,9 +68,9 @@ class Network(pulumi.ComponentResource):
         self.public_subnets: list[aws.ec2.Subnet] = []
         self.private_subnets: list[aws.ec2.Subnet] = []
         for i in range(AZ_COUNT):
-            az = azs.names.apply(lambda names, i=i: names[i % len(names)])
+            az = zones.apply(lambda z, i=i: z[1][i])
             pub = aws.ec2.Subnet(f"{name}-public-{i}", vpc_id=self.vpc.id, cidr_block=cidrs.public[i],
-                                 availability_zone=az, map_public_ip_on_launch=False,
+                                 availability_zone_id=az, map_public_ip_on_launch=False,
                                  tags={**tags, "Name": f"{name}-public-{i}", "infragen:tier": "public"}, opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-public-{i}", subnet_id=pub.id, route_table_id=public_rt.id,
                                           opts=child)
@@ -70,14 +84,19 @@ class Network(pulumi.ComponentResource):
         aws.ec2.Route(f"{name}-private-default", route_table_id=private_rt.id, destination_cidr_block=ANYWHERE_IPV4,
                       nat_gateway_id=nat.id, opts=child)
         for i in range(AZ_COUNT):
-            az = azs.names.apply(lambda names, i=i: names[i % len(names)])
+            az = zones.apply(lambda z, i=i: z[0][i])
             priv = aws.ec2.Subnet(f"{name}-private-{i}", vpc_id=self.vpc.id, cidr_block=cidrs.private[i],
-                                  availability_zone=az, map_public_ip_on_launch=False,
+                                  availability_zone_id=az, map_public_ip_on_launch=False,
                                   tags={**tags, "Name": f"{name}-private-{i}", "infragen:tier": "private"},
                                   opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-private-{i}", subnet_id=priv.id, route_table_id=private_rt.id,
                                           opts=child)
             self.private_subnets.append(priv)
+            if args.reserve_head_ips:
+                aws.ec2.SubnetCidrReservation(f"{name}-heads-{i}", subnet_id=priv.id, reservation_type="explicit",
+                                              cidr_block=head_reservation(cidrs.private[i]),
+                                              description="infragen: fixed addresses of multi-node heads",
+                                              opts=child)
         self.private_cidrs = cidrs.private
 
         # Load balancer: clients in, engine ports out to the nodes only.

@@ -32,6 +32,10 @@ class SecretsArgs:
     """(bucket, prefix) the nodes may read model weights from; None when weights come from Hugging Face."""
     tags: dict[str, str]
     """Tags for every resource (plan digest included)."""
+    workload: str = ""
+    """Workload name (the `infragen:workload` tag): scopes the node's lifecycle and address permissions."""
+    claims_head_address: bool = False
+    """Multi-node heads move their replica's fixed address onto their own interface at boot."""
 
 
 class Secrets(pulumi.ComponentResource):
@@ -60,6 +64,10 @@ class Secrets(pulumi.ComponentResource):
                            policy=pulumi.Output.all(self.hf_token.arn, self.api_key.arn,
                                                     partition).apply(lambda a: _policy(a[0], a[1], a[2],
                                                                                        args.weights_bucket)),
+                           opts=child)
+        aws.iam.RolePolicy(f"{name}-node-lifecycle", role=self.role.id,
+                           policy=partition.apply(lambda p: lifecycle_policy(p, args.workload,
+                                                                             args.claims_head_address)),
                            opts=child)
         aws.iam.RolePolicyAttachment(f"{name}-ssm-core", role=self.role.name,
                                      policy_arn=partition.apply(lambda p: f"arn:{p}:iam::aws:policy/{SSM_CORE_POLICY}"),
@@ -98,4 +106,23 @@ def _policy(hf_arn: str, api_arn: str, partition: str, bucket: tuple[str, str] |
             list_stmt["Condition"] = {"StringLike": {"s3:prefix": [f"{prefix}/*", prefix]}}
         statements += [list_stmt, {"Sid": "ReadWeights", "Effect": "Allow", "Action": ["s3:GetObject"],
                                    "Resource": [objects]}]
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+def lifecycle_policy(partition: str, workload: str, claims_head_address: bool) -> str:
+    """What the node's readiness unit (and a multi-node head) may do: complete its own group's launch hook and,
+    on a head, take the replica's fixed address; both only on resources tagged with this workload."""
+    own = {"StringEquals": {"aws:ResourceTag/infragen:workload": workload}}
+    statements: list[dict[str, object]] = [
+        {"Sid": "FindOwnGroup", "Effect": "Allow", "Action": ["autoscaling:DescribeAutoScalingInstances"],
+         "Resource": "*"},  # no resource-level permissions for this read (service authorization reference)
+        {"Sid": "CompleteLaunchHook", "Effect": "Allow", "Action": ["autoscaling:CompleteLifecycleAction"],
+         "Resource": f"arn:{partition}:autoscaling:*:*:autoScalingGroup:*", "Condition": own},
+    ]
+    if claims_head_address:
+        statements.append({
+            "Sid": "ClaimHeadAddress", "Effect": "Allow", "Action": ["ec2:AssignPrivateIpAddresses"],
+            "Resource": f"arn:{partition}:ec2:*:*:network-interface/*",
+            "Condition": {"StringEquals": {"aws:ResourceTag/infragen:workload": workload,
+                                           "aws:ResourceTag/infragen:role": "head"}}})
     return json.dumps({"Version": "2012-10-17", "Statement": statements})
