@@ -299,16 +299,27 @@ class Alternative(_Frozen):
     """Tensor-parallel degree."""
     pp: int
     """Pipeline-parallel degree."""
+    replicas_per_node: int = 1
+    """Engines packed on each node (data parallel, one per group of tp GPUs)."""
+    nodes_per_replica: int = 1
+    """Nodes one replica spans (pipeline parallel over RDMA)."""
     replicas: int | None
     """Replicas it would need (None when it cannot serve at all)."""
+    nodes: int | None = None
+    """Nodes it would need (None when it cannot serve at all)."""
     usd_per_month: float | None
     """Its monthly cost (None when it cannot serve at all or has no price)."""
     ttft_ms: float | None = None
     """Its expected TTFT at peak, when it fits."""
     tpot_ms: float | None = None
     """Its expected TPOT at peak, when it fits."""
+    feasible: bool = False
+    """True when it meets every constraint and lost on cost or latency only."""
+    miss: float | None = None
+    """How far its binding constraint is missed (needed / allowed, e.g. 1.2 = 20% over an SLO, the budget, RAM
+    or memory); None when feasible or when no measure applies (support rules, a missing price)."""
     rejected_because: Text
-    """Why it lost (memory, SLO, price, budget, or 'costs more than the chosen plan')."""
+    """Why it lost: the binding constraint or rule (memory, SLO, price, budget, limits), or 'costs more'."""
 
 
 class GpuDriverPlan(_Frozen):

@@ -27,14 +27,13 @@ def _cost(plan: Plan) -> str:
     return f"{_money(c.usd_per_month)}/month"
 
 
-def _rows(plan: Plan) -> list[list[str]]:
+def _rows(plan: Plan, limit: int | None = None) -> list[list[str]]:
+    """The chosen plan, then the best candidate of each other priced type (the first `limit` of them)."""
     d, c = plan.deployment, plan.cost
     rows = [["CHOSEN", d.instance_type, d.region, d.engine, d.precision, f"{d.tp}/{d.pp}", str(d.replicas),
              _money(c.usd_per_month if c.usd_per_hour else None), f"{plan.estimate.ttft_ms:.0f}",
              f"{plan.estimate.tpot_ms:.1f}", "cheapest meeting every constraint"]]
-    for a in plan.alternatives:
-        if _unpriced(a):
-            continue
+    for a in [a for a in plan.alternatives if not _unpriced(a)][:limit]:
         rows.append(["", a.instance_type, a.region, a.engine, a.precision, f"{a.tp}/{a.pp}",
                      "-" if a.replicas is None else str(a.replicas), _money(a.usd_per_month),
                      "-" if a.ttft_ms is None else f"{a.ttft_ms:.0f}", "-" if a.tpot_ms is None else f"{a.tpot_ms:.1f}",
@@ -63,7 +62,13 @@ def _day_lines(plan: Plan) -> list[str]:
     return lines
 
 
-def render_text(plan: Plan) -> str:
+def _more(plan: Plan, limit: int | None) -> int:
+    """Priced alternatives left out of the table."""
+    return 0 if limit is None else max(0, sum(not _unpriced(a) for a in plan.alternatives) - limit)
+
+
+def render_text(plan: Plan, rows: int | None = None) -> str:
+    """The terminal summary; `rows` caps the other instance types listed (None: every one)."""
     d, e, m, c, est, s = plan.deployment, plan.engine, plan.memory, plan.cost, plan.estimate, plan.storage
     gpu = f"{d.gpus_per_node} x {d.gpu}" if d.gpu else "CPU only"
     lines = [
@@ -91,11 +96,14 @@ def render_text(plan: Plan) -> str:
     ]
     if plan.warnings:
         lines += ["", "Warnings:", *[f"  - {w}" for w in plan.warnings]]
-    rows = [HEADER, *_rows(plan)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
-    lines += ["", "Candidates:"]
-    for r in rows:
+    table = [HEADER, *_rows(plan, rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER) - 1)]
+    lines += ["", "Candidates (the best of each instance type):"]
+    for r in table:
         lines.append("  " + "  ".join(r[i].ljust(widths[i]) for i in range(len(widths))) + "  " + r[-1])
+    more = _more(plan, rows)
+    if more:
+        lines.append(f"  ... {more} more instance types: --all lists them, --explain TYPE says why one lost")
     unpriced = [a for a in plan.alternatives if _unpriced(a)]
     if unpriced:
         lines += ["", f"Unpriced ({NO_PRICE}):",
@@ -114,7 +122,8 @@ def _day_rows(plan: Plan) -> list[str]:
             f"{sc.target_requests_per_s_per_replica:.2f} req/s per replica, boot {sc.boot.total_s} s{hours} |"]
 
 
-def render_markdown(plan: Plan) -> str:
+def render_markdown(plan: Plan, rows: int | None = None) -> str:
+    """Markdown for pull-request comments; `rows` caps the other instance types listed (None: every one)."""
     d, c, est = plan.deployment, plan.cost, plan.estimate
     gpu = f"{d.gpus_per_node} x {d.gpu}" if d.gpu else "CPU only"
     out = [
@@ -132,8 +141,11 @@ def render_markdown(plan: Plan) -> str:
         "",
         "| " + " | ".join(h or "chosen" for h in HEADER) + " |",
         "|" + "---|" * len(HEADER),
-        *["| " + " | ".join(x.replace("|", "/") for x in r) + " |" for r in _rows(plan)],
+        *["| " + " | ".join(x.replace("|", "/") for x in r) + " |" for r in _rows(plan, rows)],
     ]
+    more = _more(plan, rows)
+    if more:
+        out += ["", f"{more} more instance types not shown (`infragen plan --all`)."]
     unpriced = [a for a in plan.alternatives if _unpriced(a)]
     if unpriced:
         out += ["", f"Unpriced ({NO_PRICE}): " + ", ".join(f"`{a.instance_type}` in {a.region}" for a in unpriced)]

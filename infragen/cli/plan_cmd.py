@@ -8,6 +8,9 @@ from pathlib import Path
 import click
 import yaml
 
+#: Other instance types the table and markdown show unless --all (the JSON always has every one).
+TOP_ROWS = 10
+
 
 @click.command()
 @click.argument("workload", type=click.Path(path_type=Path))
@@ -17,15 +20,24 @@ import yaml
 @click.option("--prices", type=click.Path(path_type=Path), default=None,
               help="YAML file of your own hourly prices (`prices: [{instance_type, region, on_demand_usd_per_hour}]`);"
                    " added to the workload's `prices:`, recorded in the plan.")
-def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None) -> None:
+@click.option("--all", "show_all", is_flag=True,
+              help=f"List every instance type considered (the table shows the best {TOP_ROWS} others by default).")
+@click.option("--explain", "explain_type", default=None, metavar="TYPE",
+              help="Say in one paragraph why instance type TYPE was or was not chosen (also for infeasible "
+                   "workloads), layout by layout, and exit.")
+def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None, show_all: bool,
+         explain_type: str | None) -> None:
     """Choose the cheapest deployment of WORKLOAD meeting every SLO. Offline; creates nothing.
 
     Exit status: 0 planned, 2 invalid input, 3 infeasible (with what would make it possible).
     """
     from infragen.cli.output import write_text_file
     from infragen.report import render_markdown, render_text
-    from infragen.sizing import plan_file
+    from infragen.sizing import explain_file, plan_file
 
+    if explain_type is not None:
+        click.echo(explain_file(workload, explain_type, prices=prices))
+        return
     result = plan_file(workload, prices=prices)
     if out is not None:
         write_text_file(out, result.to_json())
@@ -34,6 +46,6 @@ def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None) -> Non
     elif fmt == "yaml":
         click.echo(yaml.safe_dump(json.loads(result.to_json()), sort_keys=False), nl=False)
     elif fmt == "markdown":
-        click.echo(render_markdown(result), nl=False)
+        click.echo(render_markdown(result, rows=None if show_all else TOP_ROWS), nl=False)
     else:
-        click.echo(render_text(result), nl=False)
+        click.echo(render_text(result, rows=None if show_all else TOP_ROWS), nl=False)

@@ -6,16 +6,13 @@ the Pulumi program and CI use; `plan_workload` takes everything as arguments (te
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from infragen import __version__
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog, load_catalog
 from infragen.catalog.engines import pinned_version
-from infragen.errors import InfeasibleError
 from infragen.plan import (
-    Alternative,
     CostPlan,
     DeploymentPlan,
     EnginePlan,
@@ -29,7 +26,7 @@ from infragen.plan import (
     SecretsPlan,
     StoragePlan,
 )
-from infragen.sizing import bootstrap, daily, engine_args, queueing, resources
+from infragen.sizing import bootstrap, daily, engine_args, explain, queueing, resources
 from infragen.sizing.estimate import (
     estimate,
     estimate_memory,
@@ -39,7 +36,7 @@ from infragen.sizing.estimate import (
 )
 from infragen.sizing.scope import OVERRIDE_SOURCE, apply_price_overrides, check_scope, load_price_file
 from infragen.sizing.search import (
-    LIMIT_PREFIX,
+    GPU_MEMORY_UTILIZATION,
     Candidate,
     Estimator,
     SearchResult,
@@ -48,16 +45,14 @@ from infragen.sizing.search import (
     search,
 )
 from infragen.sizing.types import Estimate, Hardware, MemoryEstimate
-from infragen.spec import GGUF_PRECISIONS, MAX_LIMIT_NODES, MAX_LIMIT_USD_PER_MONTH, WorkloadSpec, load_spec
+from infragen.spec import GGUF_PRECISIONS, WorkloadSpec, load_spec
 from infragen.units import HOURS_PER_MONTH
 
 __all__ = [
-    "Estimate", "Hardware", "MemoryEstimate", "SearchResult", "estimate", "estimate_memory", "hardware_from_gpu",
-    "hardware_from_instance", "load_hardware_file", "plan_file", "plan_workload", "search",
+    "Estimate", "Hardware", "MemoryEstimate", "SearchResult", "estimate", "estimate_memory", "explain_file",
+    "hardware_from_gpu", "hardware_from_instance", "load_hardware_file", "plan_file", "plan_workload", "search",
 ]
 
-GPU_MEMORY_UTILIZATION = 0.9
-MAX_ALTERNATIVES = 8
 
 
 def plan_file(path: Path | str, *, catalog: Catalog | None = None, prices: Path | None = None) -> Plan:
@@ -66,6 +61,13 @@ def plan_file(path: Path | str, *, catalog: Catalog | None = None, prices: Path 
     `prices`: a `--prices` file whose entries are added to the workload's own `prices:` (exit 2 when one
     names an unknown type or region). Regions and family filters are checked first (exit 2 with the reason).
     """
+    spec, model, catalog, name = _prepare(path, catalog, prices)
+    return plan_workload(spec, catalog=catalog, model=model, workload_name=name)
+
+
+def _prepare(path: Path | str, catalog: Catalog | None,
+             prices: Path | None) -> tuple[WorkloadSpec, ModelArchitecture, Catalog, str]:
+    """The workload, its model, the catalog with every price override applied, and the workload's name."""
     from infragen.catalog.models import resolve_model
 
     path = Path(path)
@@ -79,7 +81,15 @@ def plan_file(path: Path | str, *, catalog: Catalog | None = None, prices: Path 
         catalog = apply_price_overrides(catalog, extra, where=str(prices))
         spec = spec.model_copy(update={"prices": [*spec.prices, *extra]})
     check_scope(spec, catalog, where=str(path))
-    return plan_workload(spec, catalog=catalog, model=model, workload_name=spec.resolved_name(path))
+    return spec, model, catalog, spec.resolved_name(path)
+
+
+def explain_file(path: Path | str, instance_type: str, *, catalog: Catalog | None = None,
+                 prices: Path | None = None) -> str:
+    """`infragen plan WORKLOAD --explain TYPE`: one paragraph on why TYPE was or was not chosen (also when the
+    workload is infeasible)."""
+    spec, model, catalog, _ = _prepare(path, catalog, prices)
+    return explain.explain_type(spec, catalog, search(spec, model, catalog), instance_type)
 
 
 def plan_workload(spec: WorkloadSpec, *, catalog: Catalog, model: ModelArchitecture, workload_name: str,
@@ -88,7 +98,7 @@ def plan_workload(spec: WorkloadSpec, *, catalog: Catalog, model: ModelArchitect
     result = search(spec, model, catalog, estimator)
     feasible = result.feasible
     if not feasible:
-        raise _infeasible(spec, model, result)
+        raise explain.infeasible(spec, model, catalog, estimator, result)
     chosen = feasible[0]
     return _build_plan(spec, model, workload_name, chosen, result)
 
@@ -247,7 +257,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                       else round(c.spot_usd_per_hour * HOURS_PER_MONTH, 2),
                       price_source=price_source),
         secrets=SecretsPlan(hf_token_name=f"infragen/{name}/hf-token", api_key_name=f"infragen/{name}/api-key"),
-        explanation=explanation, warnings=warnings, alternatives=_alternatives(c, result), bootstrap=boot,
+        explanation=explanation, warnings=warnings, alternatives=explain.alternatives(c, result), bootstrap=boot,
         scaling=scaling,
     )
 
@@ -275,99 +285,3 @@ def _scaling_sentence(s: ScalingPlan) -> str:
     return (f"Over the day ({s.average_load_fraction:.0%} of the peak on average): {hours}autoscaling between "
             f"{s.min_replicas} and {s.max_replicas} ({s.strategy}), a new replica serves after about "
             f"{s.boot.total_s // 60} min{cost}.")
-
-
-def _alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
-    """The best candidate of each other instance type (feasible ones first), and why it lost."""
-    best: dict[str, Candidate] = {}
-    for cand in sorted(result.candidates, key=lambda x: (x.rejected is not None, x.sort_key())):
-        if cand.sizing.instance.id != chosen.sizing.instance.id:
-            best.setdefault(cand.sizing.instance.id, cand)
-    ranked = sorted(best.values(), key=lambda x: (x.rejected is not None, x.sort_key()))[:MAX_ALTERNATIVES]
-    out = []
-    for cand in ranked:
-        est, lay = cand.sizing.estimate, cand.sizing.layout
-        if cand.rejected:
-            why = cand.rejected
-        elif cand.usd_per_month is not None and chosen.usd_per_month is not None:
-            extra = cand.usd_per_month - chosen.usd_per_month
-            why = (f"costs ${extra:,.0f}/month more than the chosen plan" if extra >= 0.5
-                   else "same price; the chosen plan has lower latency (tie break)")
-        else:
-            why = "ranked after the chosen plan (price unknown or higher)"
-        out.append(Alternative(
-            cloud=cand.cloud, region=cand.region, instance_type=cand.sizing.instance.id, engine=lay.engine,
-            precision=lay.precision, tp=lay.tp, pp=lay.pp,
-            replicas=cand.sizing.replicas if est and not cand.sizing.rejected else None,
-            usd_per_month=None if cand.usd_per_month is None or cand.sizing.rejected
-            else round(cand.usd_per_month, 2),
-            ttft_ms=round(est.ttft_ms, 1) if est else None, tpot_ms=round(est.tpot_ms, 2) if est else None,
-            rejected_because=why))
-    return out
-
-
-def _over_limits(spec: WorkloadSpec, model: ModelArchitecture, result: SearchResult) -> InfeasibleError | None:
-    """Exit 3 naming the size the workload needs, when every candidate that could serve it is above `limits`."""
-    serving = [c for c in result.candidates if c.rejected is None or c.rejected.startswith(LIMIT_PREFIX)]
-    if not serving:
-        return None
-    smallest = min(serving, key=Candidate.sort_key)
-    lim, t = spec.limits, spec.traffic
-    load = (f"traffic.peak_requests_per_s {t.peak_requests_per_s:g}" if t.peak_requests_per_s is not None
-            else f"traffic.concurrent_users {t.concurrent_users}")
-    cost = f", ${smallest.usd_per_month:,.0f}/month" if smallest.usd_per_month is not None else ""
-    raise_to = [f"limits.max_nodes: {smallest.nodes}"] if smallest.nodes > lim.max_nodes else []
-    if smallest.usd_per_month is not None and smallest.usd_per_month > lim.max_usd_per_month:
-        raise_to.append(f"limits.max_usd_per_month: {math.ceil(smallest.usd_per_month)}")
-    if smallest.nodes > MAX_LIMIT_NODES or (smallest.usd_per_month or 0) > MAX_LIMIT_USD_PER_MONTH:
-        fix = (f"check {load} and min_replicas for a typo: this is beyond what infragen plans (limits go up to "
-               f"{MAX_LIMIT_NODES:,} nodes and ${MAX_LIMIT_USD_PER_MONTH:,.0f}/month)")
-    else:
-        fix = f"check {load} and min_replicas for a typo; if this size is intended, set " + " and ".join(raise_to)
-    return InfeasibleError(
-        f"the cheapest plan for {model.id} needs {smallest.nodes:,} x {smallest.sizing.instance.id}{cost}, "
-        f"above the sanity limits of {lim.max_nodes:,} nodes and ${lim.max_usd_per_month:,.0f}/month "
-        f"({load}, min_replicas {spec.min_replicas})",
-        fix=fix)
-
-
-def _infeasible(spec: WorkloadSpec, model: ModelArchitecture, result: SearchResult) -> InfeasibleError:
-    over = _over_limits(spec, model, result)
-    if over is not None:
-        return over
-    cands = result.candidates
-    memory = [c for c in cands if c.sizing.estimate is None and c.sizing.best_tpot_ms is None
-              and c.sizing.rejected and ("GiB" in c.sizing.rejected or "fit" in c.sizing.rejected)]
-    slo = [c for c in cands if c.sizing.best_tpot_ms is not None and c.sizing.rejected]
-    fixes: list[str] = []
-    if memory and not slo and not spec.allow_multi_node:
-        fixes.append("if no single node holds the model: set allow_multi_node: true (pipeline parallel over "
-                     "EFA/eRDMA), or allow a smaller precision (fp8, int4-awq)")
-    if slo:
-        best_tpot = min(slo, key=lambda c: c.sizing.best_tpot_ms or math.inf)
-        best_ttft = min(slo, key=lambda c: c.sizing.best_ttft_ms or math.inf)
-        if spec.slo.tpot_ms is not None:
-            fixes.append(f"tpot_ms {spec.slo.tpot_ms:g} is below the best reachable "
-                         f"{best_tpot.sizing.best_tpot_ms:.1f} ms ({best_tpot.sizing.instance.id}, before the "
-                         "uncertainty band)")
-        if spec.slo.ttft_p99_ms is not None:
-            fixes.append(f"ttft_p99_ms {spec.slo.ttft_p99_ms:g} vs the best reachable "
-                         f"{best_ttft.sizing.best_ttft_ms:.0f} ms ({best_ttft.sizing.instance.id})")
-    budget = [c for c in cands if c.rejected and "budget" in c.rejected]
-    if budget:
-        cheapest = min(budget, key=lambda c: c.usd_per_month or math.inf)
-        fixes.append(f"raise budget_usd_per_month to at least {cheapest.usd_per_month:,.0f}")
-    unpriced = [c for c in cands if c.rejected and c.rejected.startswith("no ") and "price" in c.rejected]
-    if unpriced and not spec.allow_unpriced:
-        fixes.append(f"{len(unpriced)} candidates lack a {spec.pricing} price: set allow_unpriced: true or "
-                     "pricing: on-demand")
-    closest = sorted(cands, key=lambda c: (c.sizing.best_tpot_ms is None, c.sizing.best_tpot_ms or 0))[:3]
-    lines = "; ".join(f"{c.sizing.instance.id} ({c.sizing.layout.precision}): {c.rejected}" for c in closest)
-    return InfeasibleError(
-        f"no candidate serves {model.id} under the workload's constraints ({len(cands)} considered). "
-        f"Closest: {lines}",
-        fix="; ".join(fixes) or "relax the SLOs, widen clouds/regions/instance_families, or allow more precisions",
-        hint=f"infragen estimate --model {model.id} --instance {closest[0].sizing.instance.id} "
-             f"--precision {closest[0].sizing.layout.precision} ... shows the closest candidate's figures",
-    )
-

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog
@@ -29,6 +29,8 @@ BATCH_LEVELS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 #: An ALB forward action takes at most 5 target groups: at most 5 packed engines per node (AWS docs).
 MAX_ENGINES_PER_NODE = 5
 MAX_NODES_PER_REPLICA = 4
+#: vLLM's --gpu-memory-utilization the plans use (the share of each GPU's memory vLLM may take).
+GPU_MEMORY_UTILIZATION = 0.9
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,10 @@ class Sizing:
     rejected: str | None
     best_ttft_ms: float | None = None
     best_tpot_ms: float | None = None
+    miss: float = math.inf
+    """How far the binding constraint is missed (needed / allowed, > 1); inf when there is no measure."""
+    first: Estimate | None = None
+    """The estimate at batch 1 (the lowest latency reachable), when the layout fits."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ class Candidate:
     spot_usd_per_hour: float | None
     price_source: str
     rejected: str | None
+    miss: float = math.inf
+    """How far the binding constraint is missed (1.0 = met, or only a price is missing)."""
 
     @property
     def usd_per_month(self) -> float | None:
@@ -187,6 +195,25 @@ def _meets(spec: WorkloadSpec, est: Estimate) -> str | None:
     return None
 
 
+def _slo_miss(spec: WorkloadSpec, est: Estimate) -> float:
+    """Largest ratio of a band-inflated latency to its SLO (<= 1 when every SLO is met)."""
+    k = 1.0 + est.relative_uncertainty
+    slo = spec.slo
+    pairs = ((slo.ttft_p99_ms, est.ttft_ms), (slo.tpot_ms, est.tpot_ms), (slo.e2e_p99_ms, est.e2e_ms))
+    return max((value * k / target for target, value in pairs if target is not None), default=0.0)
+
+
+def _memory_miss(hw: Hardware, layout: Layout, est: Estimate, mml: int) -> float:
+    """Memory one sequence of max_model_len needs per GPU (weights, overheads, its KV) over what is usable."""
+    if hw.gpu_count:
+        usable = GPU_MEMORY_UTILIZATION * hw.memory_per_gpu_gib
+        kv = est.kv_cache_bytes_per_token * mml / (layout.tp * layout.pp) / 2**30
+    else:
+        usable, kv = hw.memory_gib or 0.0, est.kv_cache_bytes_per_token * mml / 2**30
+    need = est.weights_gib_per_gpu + est.overhead_gib_per_gpu + kv
+    return max(need / usable, 1.0 + 1e-9) if usable > 0 else math.inf
+
+
 def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
                   estimator: Estimator) -> Sizing:
     """The best SLO-meeting batch of one layout on one type, and the replicas the peak needs."""
@@ -199,7 +226,7 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
                          input_len=t.prompt_tokens, output_len=t.output_tokens, concurrency=conc,
                          max_model_len=mml)
 
-    def reject(reason: str, **kw: float | None) -> Sizing:
+    def reject(reason: str, **kw: object) -> Sizing:
         return Sizing(inst, hw, layout, None, 0, 0, reason, **kw)  # type: ignore[arg-type]
 
     problem = _checkpoint_problem(spec, layout) or _support_problem(layout.engine, model, hw) or (
@@ -214,7 +241,7 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     except InfragenError as exc:  # missing figures, impossible layouts: a reason, not a crash
         return reject(exc.message)
     if not top.fits or top.max_concurrency < 1:
-        return reject(top.reason or "does not fit")
+        return reject(top.reason or "does not fit", miss=_memory_miss(hw, layout, top, mml))
     levels = sorted({b for b in BATCH_LEVELS if b < top.max_concurrency} | {top.max_concurrency})
     best: Estimate | None = None
     first: Estimate | None = None
@@ -228,7 +255,8 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
             break  # latency only grows with batch
     assert first is not None
     if best is None:
-        return reject(f"at batch 1: {_meets(spec, first)}", best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms)
+        return reject(f"at batch 1: {_meets(spec, first)}", best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms,
+                      miss=_slo_miss(spec, first), first=first)
     batch = best.concurrency
     if t.concurrent_users is not None:
         replicas = queueing.replicas_for_users(t.concurrent_users, batch, spec.min_replicas)
@@ -239,21 +267,20 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
         in_flight = t.peak_requests_per_s / replicas * best.e2e_ms / 1000.0  # Little's law
         at_peak = run(max(1, min(batch, math.ceil(in_flight))))
     return Sizing(inst, hw, layout, _with_capacity(at_peak, best), batch, replicas, None,
-                  best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms)
+                  best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms, miss=1.0, first=first)
 
 
 def _with_capacity(at_peak: Estimate, best: Estimate) -> Estimate:
     """The estimate at peak load, carrying the capacity (requests/s) of the best batch."""
-    from dataclasses import replace
-
     return replace(at_peak, requests_per_s=best.requests_per_s, max_concurrency=best.max_concurrency)
 
 
-def _check_node(spec: WorkloadSpec, s: Sizing) -> str | None:
+def _check_node(spec: WorkloadSpec, s: Sizing) -> tuple[str, float] | None:
+    """Why the node's RAM or vCPUs cannot host the layout, and by how much (need / have)."""
     inst, lay, est = s.instance, s.layout, s.estimate
     assert est is not None
     if inst.memory_gib is None or inst.vcpus is None:
-        return f"{inst.id}: the catalog has no vCPU/RAM figures for it"
+        return f"{inst.id}: the catalog has no vCPU/RAM figures for it", math.inf
     if lay.engine == "vllm":
         loaded = est.weights_gib_per_gpu * lay.tp * lay.replicas_per_node
         need_cpus = resources.required_vcpus(lay.tp * lay.replicas_per_node, lay.replicas_per_node)
@@ -262,9 +289,9 @@ def _check_node(spec: WorkloadSpec, s: Sizing) -> str | None:
         need_cpus = 2
     need_ram = resources.required_ram_gib(loaded)
     if inst.memory_gib < need_ram:
-        return f"RAM {inst.memory_gib:g} GiB < 1.5 x {loaded:.1f} GiB the node loads"
+        return f"RAM {inst.memory_gib:g} GiB < 1.5 x {loaded:.1f} GiB the node loads", need_ram / inst.memory_gib
     if inst.vcpus < need_cpus:
-        return f"{inst.vcpus} vCPUs < {need_cpus} the engine needs"
+        return f"{inst.vcpus} vCPUs < {need_cpus} the engine needs", need_cpus / inst.vcpus
     return None
 
 
@@ -294,33 +321,37 @@ def _price(spec: WorkloadSpec, cloud: str, region: str, s: Sizing) -> Candidate:
     od = price.on_demand_usd_per_hour if price else None
     spot = price.spot_usd_per_hour if price else None
     source = f"{price.source} (as of {price.as_of})" if price else "no price in the catalog"
-    rejected = s.rejected
+    rejected, miss = s.rejected, s.miss
     hourly = od if spec.pricing == "on-demand" else spot
     if rejected is None and hourly is None and not (spec.allow_unpriced and od is None and spot is None):
-        rejected = f"no {spec.pricing} price for {s.instance.id} in {region}"
+        rejected, miss = f"no {spec.pricing} price for {s.instance.id} in {region}", math.inf
     total = None if hourly is None else hourly * nodes
     over = spec.budget_usd_per_month is not None and total is not None and (
         total * HOURS_PER_MONTH > spec.budget_usd_per_month)
-    if rejected is None and over and total is not None:
+    if rejected is None and over and total is not None and spec.budget_usd_per_month is not None:
         rejected = f"${total * HOURS_PER_MONTH:,.0f}/month exceeds the budget of ${spec.budget_usd_per_month:,.0f}"
+        miss = total * HOURS_PER_MONTH / spec.budget_usd_per_month
     if rejected is None:
-        rejected = _limit_problem(spec, nodes, total)
+        limit = _limit_problem(spec, nodes, total)
+        if limit is not None:
+            rejected, miss = limit
     return Candidate(cloud, region, s, nodes, total, None if od is None else od * nodes,
-                     None if spot is None else spot * nodes, source, rejected)
+                     None if spot is None else spot * nodes, source, rejected, miss)
 
 
 #: Prefix of every rejection by `limits` (the infeasible message groups them).
 LIMIT_PREFIX = "above the sanity limit"
 
 
-def _limit_problem(spec: WorkloadSpec, nodes: int, usd_per_hour: float | None) -> str | None:
-    """Why a plan this large is refused (`limits`), or None."""
+def _limit_problem(spec: WorkloadSpec, nodes: int, usd_per_hour: float | None) -> tuple[str, float] | None:
+    """Why a plan this large is refused (`limits`) and by how much, or None."""
     lim = spec.limits
     if nodes > lim.max_nodes:
-        return f"{LIMIT_PREFIX}: {nodes:,} nodes > limits.max_nodes {lim.max_nodes:,}"
+        return f"{LIMIT_PREFIX}: {nodes:,} nodes > limits.max_nodes {lim.max_nodes:,}", nodes / lim.max_nodes
     if usd_per_hour is not None and usd_per_hour * HOURS_PER_MONTH > lim.max_usd_per_month:
-        return (f"{LIMIT_PREFIX}: ${usd_per_hour * HOURS_PER_MONTH:,.0f}/month > limits.max_usd_per_month "
-                f"${lim.max_usd_per_month:,.0f}")
+        month = usd_per_hour * HOURS_PER_MONTH
+        return (f"{LIMIT_PREFIX}: ${month:,.0f}/month > limits.max_usd_per_month ${lim.max_usd_per_month:,.0f}",
+                month / lim.max_usd_per_month)
     return None
 
 
@@ -341,15 +372,14 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
             hw = hardware_from_instance(inst, catalog)
             for layout, why in _layouts(spec, model, inst):
                 if layout is None:
-                    sizing = Sizing(inst, hw, Layout(spec.engines()[0], spec.precision[0], 1, 1, 1, 1),
-                                    None, 0, 0, why)
+                    engine = "vllm" if inst.gpu_count else "llama.cpp"  # the engine the reason is about
+                    sizing = Sizing(inst, hw, Layout(engine, spec.precision[0], 1, 1, 1, 1), None, 0, 0, why)
                 else:
                     sizing = size_instance(spec, model, inst, hw, layout, estimator)
                     if sizing.rejected is None:
                         problem = _check_node(spec, sizing)
                         if problem:
-                            sizing = Sizing(inst, hw, layout, sizing.estimate, sizing.batch, sizing.replicas,
-                                            problem, sizing.best_ttft_ms, sizing.best_tpot_ms)
+                            sizing = replace(sizing, rejected=problem[0], miss=problem[1])
                 for region in regions:
                     result.candidates.append(_price(spec, cloud, region, sizing))
     if not result.candidates:

@@ -4,6 +4,7 @@ tiny catalog, determinism, JSON round-trip, infeasible exits 3 with guidance."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -143,7 +144,8 @@ def test_infeasible_exits_3_with_guidance(tmp_path: Path) -> None:
     out = _run("plan", str(wl))
     assert out.returncode == 3
     assert "Traceback" not in out.stderr
-    assert "tpot_ms 1 is below the best reachable" in out.stderr
+    assert "exceeds the 1 ms SLO" in out.stderr and "below the best reachable" not in out.stderr
+    assert re.search(r"To fix: slo\.tpot_ms >= [\d.]+ would make \d+ x \S+ .* feasible at \$", out.stderr)
 
 
 def test_multinode_needs_allow_multi_node(tmp_path: Path) -> None:
