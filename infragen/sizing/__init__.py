@@ -196,6 +196,10 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     ]
     if lay.replicas_per_node > 1:
         explanation.append(f"{lay.replicas_per_node} engines share each node, one per group of {lay.tp} GPU(s).")
+    idle = inst.gpu_count - lay.tp * lay.replicas_per_node * (lay.pp if lay.nodes_per_replica == 1 else 1)
+    if lay.engine == "vllm" and idle > 0:
+        explanation.append(f"{idle} of the node's {inst.gpu_count} GPUs stay idle: the {c.cloud} load balancer "
+                           "or the node's RAM/vCPUs allow no more engines, and this is still the cheapest option.")
     if lay.nodes_per_replica > 1:
         explanation.append(f"One replica spans {lay.nodes_per_replica} nodes: pipeline parallel over "
                            f"{inst.rdma.upper()} in a cluster placement group.")

@@ -226,6 +226,13 @@ def _layout_key(c: Candidate) -> tuple[str, str, int, int, int]:
     return (lay.engine, lay.precision, lay.tp, lay.pp, lay.replicas_per_node)
 
 
+def _lost(c: Candidate, best: Candidate) -> str:
+    """Why a feasible layout lost to the type's best one."""
+    if c.usd_per_month is not None and best.usd_per_month is not None and c.usd_per_month > best.usd_per_month + 0.5:
+        return f"feasible at ${c.usd_per_month:,.0f}/month"
+    return "feasible at the same cost, ranked after it on latency or node count"
+
+
 def explain_type(spec: WorkloadSpec, catalog: Catalog, result: SearchResult, instance_type: str) -> str:
     """One paragraph: why `instance_type` was (or was not) chosen, layout by layout."""
     inst = catalog.instance(instance_type)  # UnknownNameError (exit 2, did you mean) for a typo
@@ -264,5 +271,5 @@ def explain_type(spec: WorkloadSpec, catalog: Catalog, result: SearchResult, ins
     if others:
         parts.append(f"Its other layouts ({len(mine)} candidates over {len(layouts)} layouts and "
                      f"{len({c.region for c in mine})} region(s)): " + "; ".join(
-                         f"{describe(c, region=False)}: {c.rejected or 'feasible, dearer'}" for c in others) + ".")
+                         f"{describe(c, region=False)}: {c.rejected or _lost(c, best)}" for c in others) + ".")
     return " ".join(parts)

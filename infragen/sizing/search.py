@@ -26,8 +26,11 @@ Estimator = Callable[..., Estimate]
 DEFAULT_REGION = {"aws": "us-east-1", "alicloud": "cn-hangzhou"}
 #: Batch sizes probed for the best SLO-meeting batch (plus the engine's maximum).
 BATCH_LEVELS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-#: An ALB forward action takes at most 5 target groups: at most 5 packed engines per node (AWS docs).
-MAX_ENGINES_PER_NODE = 5
+#: Most engines packed on one node, by cloud. AWS: the provisioner gives each engine port its own target group,
+#: because an Auto Scaling group registers its instances at the target group's port only, and an ALB forward action
+#: takes at most 5 target groups (ELB quotas, "target groups per action"). Alibaba server groups take instance+port
+#: pairs: no limit.
+MAX_ENGINES_PER_NODE = {"aws": 5}
 MAX_NODES_PER_REPLICA = 4
 #: vLLM's --gpu-memory-utilization the plans use (the share of each GPU's memory vLLM may take).
 GPU_MEMORY_UTILIZATION = 0.9
@@ -82,12 +85,13 @@ class Candidate:
     def usd_per_month(self) -> float | None:
         return None if self.usd_per_hour is None else self.usd_per_hour * HOURS_PER_MONTH
 
-    def sort_key(self) -> tuple[int, float, float, float, str, str]:
+    def sort_key(self) -> tuple[int, float, float, float, int, str, str]:
+        """Cheapest first, then lower TTFT, TPOT, fewer nodes; unpriced after every priced one (by fewest GPUs)."""
         est = self.sizing.estimate
         gpus = self.nodes * max(self.sizing.hardware.gpu_count, 1)
         cost = self.usd_per_month if self.usd_per_month is not None else float(gpus)
         return (0 if self.usd_per_hour is not None else 1, round(cost, 6),
-                est.ttft_ms if est else math.inf, est.tpot_ms if est else math.inf,
+                est.ttft_ms if est else math.inf, est.tpot_ms if est else math.inf, self.nodes,
                 self.sizing.instance.id, self.region)
 
 
@@ -136,11 +140,7 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
             for tp in (1, 2, 4, 8):
                 if tp > g or g % tp:  # what the model allows is compat.yaml's (tp_rules), with a reason
                     continue
-                per_node = g // tp
-                if per_node > MAX_ENGINES_PER_NODE:
-                    yield None, (f"tp={tp}: {per_node} engines per node exceed the {MAX_ENGINES_PER_NODE} an ALB "
-                                 "forward action can target")
-                    continue
+                per_node = min(g // tp, MAX_ENGINES_PER_NODE.get(inst.cloud, g))
                 yield Layout("vllm", precision, tp, 1, 1, per_node), ""
             if spec.allow_multi_node and g >= 2:
                 if inst.rdma == "none":
@@ -295,6 +295,21 @@ def _check_node(spec: WorkloadSpec, s: Sizing) -> tuple[str, float] | None:
     return None
 
 
+def _packed(spec: WorkloadSpec, sizing: Sizing) -> Sizing:
+    """The most engines per node (up to the layout's) whose RAM and vCPUs the node has: more engines per node
+    never need more nodes and change no latency, so fewer are considered only when the node cannot host more."""
+    if sizing.rejected is not None:
+        return sizing
+    problem = _check_node(spec, sizing)
+    engines = sizing.layout.replicas_per_node
+    while problem is not None and engines > 1:
+        engines -= 1
+        fewer = replace(sizing, layout=replace(sizing.layout, replicas_per_node=engines))
+        if _check_node(spec, fewer) is None:
+            return fewer
+    return sizing if problem is None else replace(sizing, rejected=problem[0], miss=problem[1])
+
+
 def llama_cpp_loaded_gib(spec: WorkloadSpec, est: Estimate, slots: int) -> float:
     """Weights plus the f16 KV cache of `slots` slots of the context length (llama.cpp allocates it at start)."""
     return est.weights_gib_per_gpu + slots * est.kv_cache_bytes_per_token * _context(spec) / 2**30
@@ -375,11 +390,7 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
                     engine = "vllm" if inst.gpu_count else "llama.cpp"  # the engine the reason is about
                     sizing = Sizing(inst, hw, Layout(engine, spec.precision[0], 1, 1, 1, 1), None, 0, 0, why)
                 else:
-                    sizing = size_instance(spec, model, inst, hw, layout, estimator)
-                    if sizing.rejected is None:
-                        problem = _check_node(spec, sizing)
-                        if problem:
-                            sizing = replace(sizing, rejected=problem[0], miss=problem[1])
+                    sizing = _packed(spec, size_instance(spec, model, inst, hw, layout, estimator))
                 for region in regions:
                     result.candidates.append(_price(spec, cloud, region, sizing))
     if not result.candidates:
