@@ -31,6 +31,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "infragen.render": ("infragen.sizing", "infragen.provision", "infragen.cli", "click", "pulumi"),
     "infragen.provision": ("infragen.sizing", "infragen.cli", "click"),
     "infragen.cli": ("infragen.provision", "pulumi"),
+    "infragen.probe": ("infragen.catalog", "infragen.sizing", "infragen.render", "infragen.provision",
+                       "infragen.cli", "click", "jinja2", "pulumi", "pydantic"),
     "infragen.preflight": ("infragen.sizing", "infragen.render", "infragen.provision", "infragen.cli", "click",
                            "jinja2", "pulumi"),
 }

@@ -90,6 +90,8 @@ class CpuConstants(_Frozen):
     """Sustained fraction of the FP32 SIMD peak in prompt processing (int8 dot products included)."""
     default_memory_channels_share: float = Field(gt=0, le=1)
     """Share of a socket's bandwidth assumed for a VM using the whole socket."""
+    measured_bandwidth_fraction: float = Field(gt=0, le=1)
+    """Fraction of a measured (hardware probe) read bandwidth token generation sustains."""
     fitted_on: str
     """Rows used."""
 

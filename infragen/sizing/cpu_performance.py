@@ -24,16 +24,27 @@ class CpuSetup:
     flops_per_s: float
     """FP32 SIMD peak of the threads used, FLOP/s."""
     notes: tuple[str, ...] = ()
+    bandwidth_measured: bool = False
+    """True when `bandwidth_bytes_per_s` was measured on the machine (hardware probe), not a datasheet peak."""
 
 
 def cpu_setup(
-    cpu: CpuModel, physical_cores: int, *, sockets: int = 1, threads: int | None = None
+    cpu: CpuModel,
+    physical_cores: int,
+    *,
+    sockets: int = 1,
+    threads: int | None = None,
+    measured_bandwidth_gb_per_s: float | None = None,
 ) -> CpuSetup:
-    """Bandwidth share and SIMD peak for `physical_cores` cores of `cpu` (threads default to the cores)."""
+    """Bandwidth and SIMD peak for `physical_cores` cores of `cpu` (threads default to the cores).
+
+    A measured bandwidth (all of the host's cores reading at once) replaces the datasheet peak and its share.
+    """
+    measured = measured_bandwidth_gb_per_s is not None
     missing = [
         name
         for name, value in (
-            ("memory_bandwidth_gb_per_s", cpu.memory_bandwidth_gb_per_s),
+            ("memory_bandwidth_gb_per_s", measured_bandwidth_gb_per_s or cpu.memory_bandwidth_gb_per_s),
             ("fp32_flops_per_cycle_per_core", cpu.fp32_flops_per_cycle_per_core),
             ("sustained_clock_ghz", cpu.sustained_clock_ghz),
         )
@@ -56,17 +67,26 @@ def cpu_setup(
         share = float(sockets) * load_constants().cpu.default_memory_channels_share
         notes.append(f"cores per socket of {cpu.id} not in the data: assumed the whole socket's bandwidth")
     used = threads if threads is not None else physical_cores
+    if measured:
+        notes = [f"memory bandwidth measured on the machine: {measured_bandwidth_gb_per_s:g} GB/s "
+                 "(hardware probe), not the datasheet peak"]
     return CpuSetup(
         threads=used,
-        bandwidth_bytes_per_s=socket_bw * share,
+        bandwidth_bytes_per_s=float(measured_bandwidth_gb_per_s) * GIGA if measured else socket_bw * share,
         flops_per_s=used * flops_per_cycle * clock_ghz * GIGA,
         notes=tuple(notes),
+        bandwidth_measured=measured,
     )
 
 
 def effective_bandwidth(s: CpuSetup) -> float:
-    """Bandwidth generation sustains: a fraction of the peak, or what the threads can pull, whichever is less."""
+    """Bandwidth generation sustains: a fraction of the peak, or what the threads can pull, whichever is less.
+
+    A measured bandwidth already includes what the host's cores can pull: only its own fraction applies.
+    """
     c = load_constants().cpu
+    if s.bandwidth_measured:
+        return c.measured_bandwidth_fraction * s.bandwidth_bytes_per_s
     thread_limit = s.threads * c.per_thread_bandwidth_gb_per_s * GIGA
     return min(c.generation_bandwidth_fraction * s.bandwidth_bytes_per_s, thread_limit)
 

@@ -364,7 +364,8 @@ def _estimate_llama_cpp(
         from infragen.errors import MissingFigureError
 
         raise MissingFigureError(f"{hardware.name}: neither physical cores nor vCPUs are known")
-    s = cpu_setup(hardware.cpu, cores, sockets=hardware.cpu_sockets)
+    s = cpu_setup(hardware.cpu, cores, sockets=hardware.cpu_sockets,
+                  measured_bandwidth_gb_per_s=hardware.measured_memory_bandwidth_gb_per_s)
     notes.extend(s.notes)
     active = float(param_groups(model).active())
     attn = 2.0 * model.num_attention_heads * 2 * (model.head_dim or model.hidden_size // model.num_attention_heads)

@@ -55,6 +55,29 @@ def hardware_from_gpu(accelerator: Accelerator, count: int) -> Hardware:
     )
 
 
+class MeasuredFigures(BaseModel):
+    """Figures measured on the machine itself (`infragen hardware probe` writes them); they win over datasheets."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    memory_bandwidth_gb_per_s: float = Field(gt=0, le=100_000)
+    """DRAM read bandwidth all cores reach together, GB/s (10^9 bytes/s) - a measurement, not the datasheet peak.
+    The llama.cpp model takes `cpu.measured_bandwidth_fraction` of it (performance.yaml), not the 0.65 it applies
+    to a datasheet peak."""
+    copy_bandwidth_gb_per_s: float | None = Field(default=None, gt=0, le=100_000)
+    """memcpy rate counting read + write bytes, GB/s (for the record; the model does not use it)."""
+    wall_clock_read_bandwidth_gb_per_s: float | None = Field(default=None, gt=0, le=100_000)
+    """The read rate by wall clock; far below the CPU-clock figure means the machine was busy (for the record)."""
+    processes: int | None = Field(default=None, ge=1, le=100_000)
+    """Processes that read at once (one per physical core)."""
+    buffer_mib: int | None = Field(default=None, ge=1)
+    """Bytes streamed in all, MiB."""
+    method: str = Field(default="", max_length=1000)
+    """How it was measured."""
+    as_of: str = Field(default="", max_length=40)
+    """Date of the measurement."""
+
+
 class HardwareFile(BaseModel):
     """An on-prem machine described in YAML (`--hardware FILE.yaml`), same fields as a catalog entry."""
 
@@ -82,6 +105,8 @@ class HardwareFile(BaseModel):
     """Network bandwidth, Gbit/s."""
     rdma: Literal["none", "efa", "erdma"] = "none"
     """RDMA fabric."""
+    measured: MeasuredFigures | None = None
+    """Measured figures (`infragen hardware probe`); None = datasheet figures only."""
 
 
 def _pydantic_lines(exc: ValidationError, where: str) -> str:
@@ -97,6 +122,12 @@ def load_hardware_file(path: Path, catalog: Catalog) -> Hardware:
     from infragen.safe_load import load_yaml_file
 
     raw = load_yaml_file(Path(path), what="hardware file")  # bounded: size, values, aliases, depth, unique keys
+    return hardware_from_document(raw, catalog, where=str(path))
+
+
+def hardware_from_document(raw: object, catalog: Catalog, *, where: str) -> Hardware:
+    """Validate a parsed hardware document; InputError naming `where` and the field on any problem."""
+    path = where
     if not isinstance(raw, dict):
         raise InputError(f"{path}: a hardware file is a mapping (name, gpu, gpu_count, cpu, vcpus, memory_gib...)")
     try:
@@ -121,4 +152,5 @@ def load_hardware_file(path: Path, catalog: Catalog) -> Hardware:
         rdma=spec.rdma,
         physical_cores=spec.physical_cores,
         cpu_sockets=spec.cpu_sockets,
+        measured_memory_bandwidth_gb_per_s=spec.measured.memory_bandwidth_gb_per_s if spec.measured else None,
     )

@@ -36,6 +36,8 @@ class Hardware:
     """Physical CPU cores (llama.cpp threads); None = vcpus / threads per core of the CPU, or vcpus."""
     cpu_sockets: int = 1
     """CPU sockets whose memory bandwidth the node gets (a VM slice counts as part of one)."""
+    measured_memory_bandwidth_gb_per_s: float | None = None
+    """DRAM read bandwidth measured on the machine (all cores), GB/s; None = use the CPU's datasheet peak."""
 
     @property
     def memory_per_gpu_gib(self) -> float:
