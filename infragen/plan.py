@@ -419,6 +419,21 @@ class SecretsPlan(_Frozen):
     api_key_name: SecretName
     """Secret holding the API key clients must send."""
 
+    def for_stack(self, stack: str) -> SecretsPlan:
+        """The names one deployment (a Pulumi stack) uses: the stack after the leading `infragen/`
+        (`infragen/<stack>/<workload>/api-key`), so two stacks of one workload in one account never share or
+        overwrite each other's secrets. The plan keeps the stack-free names (its digest does not depend on where
+        it is deployed)."""
+        def scoped(name: str) -> str:
+            head, sep, rest = name.partition("/")
+            return f"{head}/{stack}/{rest}" if sep and head == "infragen" else f"infragen/{stack}/{name}"
+
+        try:
+            return SecretsPlan(hf_token_name=scoped(self.hf_token_name), api_key_name=scoped(self.api_key_name))
+        except ValueError as exc:
+            raise InputError(f"stack {stack!r}: its secret names are not valid secret names ({exc})",
+                             fix="use a shorter stack name of letters, digits, '-', '_' and '.'") from None
+
 
 class Plan(_Frozen):
     """One resolved deployment."""

@@ -157,17 +157,24 @@ def _secrets(target: PreflightTarget, client: ClientFactory) -> list[Check]:
                              fix="; ".join(f"pulumi config set --stack {target.stack} --secret infragen:{k} ..."
                                            for k in missing)))
     sm = client("secretsmanager")
-    for name in (plan.secrets.hf_token_name, plan.secrets.api_key_name):
+    # A stack's secrets carry its name (the AWS program's `plan.secrets.for_stack`); a plan file alone is
+    # checked under the plan's own names.
+    names = plan.secrets.for_stack(target.stack) if target.stack is not None else plan.secrets
+    for name in (names.hf_token_name, names.api_key_name):
         try:
             found = sm.describe_secret(SecretId=name)
         except sm.exceptions.ResourceNotFoundException:
             out.append(Check("secrets", "ok", f"{name}: free; the stack creates it"))
             continue
         tags = {t["Key"]: t["Value"] for t in found.get("Tags", [])}
+        owner = tags.get("infragen:stack")
         if found.get("DeletedDate"):
             out.append(Check("secrets", "fail", f"{name} is scheduled for deletion, so the stack cannot create it",
                              fix=f"aws secretsmanager restore-secret --secret-id {name} (then delete it with "
                                  "--force-delete-without-recovery), or wait for the deletion"))
+        elif target.stack is not None and owner is not None and owner != target.stack:
+            out.append(Check("secrets", "fail", f"{name} belongs to stack {owner}; creating it again fails",
+                             fix=f"delete stack {owner}'s secret or deploy under another stack name"))
         elif tags.get("infragen:plan-digest") or tags.get("infragen:workload") == plan.workload:
             out.append(Check("secrets", "ok", f"{name}: exists, created by infragen for {plan.workload}"))
         else:

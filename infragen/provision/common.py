@@ -16,6 +16,8 @@ from infragen.plan import Plan
 TAG_WORKLOAD = "infragen:workload"
 TAG_DIGEST = "infragen:plan-digest"
 TAG_MANAGED_BY = "infragen:managed-by"
+#: The Pulumi stack that created a resource (AWS): scopes a node's permissions and the secret names to its stack.
+TAG_STACK = "infragen:stack"
 #: Longest name stem; leaves room for a part (`-tg-8001`) and Pulumi's 8-char random suffix within
 #: the 32-character limit AWS puts on load balancer and target group names.
 NAME_STEM_MAX_CHARS = 14

@@ -19,7 +19,7 @@ import jinja2
 import yaml
 
 from infragen.errors import InputError
-from infragen.plan import Plan
+from infragen.plan import Plan, SecretsPlan
 
 #: The one place that knows where the templates live: `templates/` at the repository root (editable install).
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
@@ -74,12 +74,14 @@ def node_roles(plan: Plan) -> list[str]:
 
 
 def render_user_data(plan: Plan, role: str, *, head_address: str | None = None,
-                     llama_cpp_repo: str = LLAMA_CPP_REPO) -> str:
+                     llama_cpp_repo: str = LLAMA_CPP_REPO, secrets: SecretsPlan | None = None) -> str:
     """The `#cloud-config` user-data for one node of `plan` playing `role`.
 
     `head_address` (the head's fixed private IP, chosen by the provisioner) is required for the head and
     worker roles of multi-node plans and refused for single-node ones. `llama_cpp_repo` is the git URL a
     llama.cpp node clones the plan's release tag from (a mirror; the end-to-end test's local repository).
+    `secrets`: the secret names the node reads, when the deployment scopes them (a stack's
+    `plan.secrets.for_stack(stack)`); default the plan's own.
     """
     roles = node_roles(plan)
     if role not in roles:
@@ -97,7 +99,10 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None,
         raise InputError(f"llama_cpp_repo {llama_cpp_repo!r} is not a git URL (https://, ssh://, git://, file:// "
                          "or an absolute path, without whitespace)")
     _check_printable(plan)
-    context = {**_context(plan, role, head_address), "llama_cpp_repo": llama_cpp_repo}
+    if secrets is not None and not isinstance(secrets, SecretsPlan):
+        raise InputError("secrets must be a SecretsPlan (validated names)")
+    context = {**_context(plan, role, head_address), "llama_cpp_repo": llama_cpp_repo,
+               "secrets": secrets or plan.secrets}
     env = _environment()
     files = [
         {"path": path, "mode": mode, "content": env.get_template(template).render(context).rstrip("\n") + "\n"}

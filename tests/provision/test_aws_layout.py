@@ -213,3 +213,19 @@ def test_idle_timeout_range_depends_on_lb_kind() -> None:
         idle_timeout_s(with_updates(plan, "network", idle_timeout_s=5000))
     with pytest.raises(InputError, match="NLB range 60-6000"):
         idle_timeout_s(with_updates(plan, "network", idle_timeout_s=30, load_balancer="nlb"))
+
+
+def test_secret_names_per_stack() -> None:
+    """The stack goes after the leading `infragen/`; other names get the prefix; a stack that would make an
+    invalid name is an InputError naming the stack."""
+    from infragen.plan import SecretsPlan
+
+    plan = make_plan("single", "aws")
+    scoped = plan.secrets.for_stack("prod-eu")
+    assert scoped.api_key_name == f"infragen/prod-eu/{plan.workload}/api-key"
+    assert scoped.hf_token_name == f"infragen/prod-eu/{plan.workload}/hf-token"
+    assert plan.secrets.for_stack("staging") != scoped
+    custom = SecretsPlan(hf_token_name="team/hf", api_key_name="key")
+    assert custom.for_stack("dev") == SecretsPlan(hf_token_name="infragen/dev/team/hf", api_key_name="infragen/dev/key")
+    with pytest.raises(InputError, match="stack 'x{120}'"):
+        plan.secrets.for_stack("x" * 120)

@@ -164,13 +164,31 @@ def test_image_parameter_missing_or_wrong_image_fails() -> None:
 
 def test_secret_names_taken_by_someone_else_or_being_deleted_fail() -> None:
     plan = make_plan("tp")
+    names = plan.secrets.for_stack("aws-test")  # the stack's own names, as the AWS program creates them
     sm = boto3.client("secretsmanager", region_name=REGION)
-    sm.create_secret(Name=plan.secrets.hf_token_name, SecretString="x")
-    sm.create_secret(Name=plan.secrets.api_key_name, SecretString="y")
-    sm.delete_secret(SecretId=plan.secrets.api_key_name, RecoveryWindowInDays=7)
+    sm.create_secret(Name=names.hf_token_name, SecretString="x")
+    sm.create_secret(Name=names.api_key_name, SecretString="y")
+    sm.delete_secret(SecretId=names.api_key_name, RecoveryWindowInDays=7)
     checks = by_name(run_preflight(target(plan), clients=clients()))["secrets"]
     assert [c.status for c in checks] == ["fail", "fail"]
     assert "not created by infragen" in checks[0].detail and "scheduled for deletion" in checks[1].detail
+    assert names.hf_token_name in checks[0].detail
+
+
+def test_secrets_are_checked_under_the_stack_names() -> None:
+    """Another stack of the same workload owns its own names: no collision; the plan's stack-free names are
+    not what a stack creates. A secret tagged for another stack under this stack's name is a collision."""
+    plan = make_plan("tp")
+    sm = boto3.client("secretsmanager", region_name=REGION)
+    for name in (plan.secrets.hf_token_name, plan.secrets.api_key_name,
+                 plan.secrets.for_stack("other").api_key_name):
+        sm.create_secret(Name=name, SecretString="x", Tags=[{"Key": "infragen:workload", "Value": plan.workload}])
+    checks = by_name(run_preflight(target(plan), clients=clients()))["secrets"]
+    assert [c.status for c in checks] == ["ok", "ok"] and all("free" in c.detail for c in checks)
+    taken = plan.secrets.for_stack("aws-test").api_key_name
+    sm.create_secret(Name=taken, SecretString="x", Tags=[{"Key": "infragen:stack", "Value": "other"}])
+    checks = by_name(run_preflight(target(plan), clients=clients()))["secrets"]
+    assert [c.status for c in checks] == ["ok", "fail"] and "belongs to stack other" in checks[1].detail
 
 
 def test_secret_config_must_be_set_as_secrets() -> None:

@@ -259,7 +259,9 @@ def test_no_secret_value_outside_secret_versions(stack: tuple[Plan, Recording]) 
         assert text.startswith("#cloud-config")
         assert HF_SENTINEL not in text and API_SENTINEL not in text, lt.name
     names = {s.inputs["name"] for s in rec.of_type("aws:secretsmanager/secret:Secret")}
-    assert names == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+    scoped = plan.secrets.for_stack("test")  # the mocks' stack name
+    assert names == {scoped.hf_token_name, scoped.api_key_name}
+    assert rec.exports["api_key_secret"] == scoped.api_key_name == f"infragen/test/{plan.workload}/api-key"
 
 
 def test_role_reads_exactly_its_secrets(stack: tuple[Plan, Recording]) -> None:
@@ -457,3 +459,27 @@ def test_nlb_tls_listener_sets_no_idle_timeout() -> None:
     rec = run_aws(plan, certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/abc")
     (listener,) = rec.of_type("aws:lb/listener:Listener")
     assert listener.inputs["protocol"] == "TLS" and "tcpIdleTimeoutSeconds" not in listener.inputs
+
+
+def test_two_stacks_of_one_workload_share_no_secret_and_no_permission() -> None:
+    """Secret names carry the stack, the nodes read exactly those (real renderer), and a node's lifecycle and
+    address permissions are conditioned on its own stack's tag."""
+    plan = make_plan("multinode", "aws")
+    runs = {stack: run_program(lambda: build_aws(plan, make_settings()), call_results=AWS_CALLS,
+                               computed=AWS_COMPUTED, stack=stack) for stack in ("prod", "staging")}
+    names = {stack: sorted(s.inputs["name"] for s in rec.of_type("aws:secretsmanager/secret:Secret"))
+             for stack, rec in runs.items()}
+    assert names["prod"] == [f"infragen/prod/{plan.workload}/api-key", f"infragen/prod/{plan.workload}/hf-token"]
+    assert not set(names["prod"]) & set(names["staging"])
+    for stack, rec in runs.items():
+        for lt in rec.of_type(LT):
+            text = user_data_of(lt.inputs)
+            assert f"infragen/{stack}/{plan.workload}/api-key" in text, lt.name
+            assert f"'{plan.secrets.api_key_name}'" not in text and f" {plan.secrets.api_key_name} " not in text
+        lifecycle = json.loads(next(p for p in rec.of_type("aws:iam/rolePolicy:RolePolicy")
+                                    if p.name.endswith("-node-lifecycle")).inputs["policy"])
+        for statement in lifecycle["Statement"]:
+            if "Condition" in statement:
+                assert statement["Condition"]["StringEquals"]["aws:ResourceTag/infragen:stack"] == stack
+        vpc = rec.one("aws:ec2/vpc:Vpc")
+        assert vpc.inputs["tags"]["infragen:stack"] == stack

@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infragen.errors import InputError
-from infragen.plan import Plan
+from infragen.plan import Plan, SecretsPlan
 from infragen.provision.aws.compute import Compute, ComputeArgs, UserDataRenderer
 from infragen.provision.aws.layout import (
     USER_DATA_MAX_BYTES,
@@ -28,7 +28,7 @@ from infragen.provision.aws.load_balancer import LoadBalancer, LoadBalancerArgs,
 from infragen.provision.aws.network import Network, NetworkArgs
 from infragen.provision.aws.options import AwsOptions, load_aws_options
 from infragen.provision.aws.secrets import Secrets, SecretsArgs
-from infragen.provision.common import check_secret_free, check_user_data, name_stem, plan_tags
+from infragen.provision.common import TAG_STACK, check_secret_free, check_user_data, name_stem, plan_tags
 from infragen.provision.settings import StackSettings
 
 __all__ = ["Compute", "LoadBalancer", "Network", "Secrets", "build_aws"]
@@ -39,8 +39,9 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
     """Create the deployment in `plan.deployment.region`; returns the exports (`endpoint` and ids).
 
     `render_user_data(role, head_address)` renders one node's cloud-init; by default the real renderer
-    (infragen.render.render_user_data) is used. Tests pass their own. `options` are the AWS-only stack
-    settings (pinned image, capacity reservation); by default read from the `infragen:*` config.
+    (infragen.render.render_user_data, with the stack's secret names `plan.secrets.for_stack(stack)`) is used.
+    Tests pass their own. `options` are the AWS-only stack settings (pinned image, capacity reservation); by
+    default read from the `infragen:*` config.
     """
     if plan.deployment.cloud != "aws":
         raise ValueError(f"build_aws got a plan for {plan.deployment.cloud!r}")
@@ -63,9 +64,12 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
     if aws_options.image_id is None:
         pulumi.log.warn("infragen:imageId is not set: the AMI is resolved from its SSM parameter at every deploy, "
                         "so a new AMI release rolls every node; pin it (see `infragen preflight`)")
-    renderer = render_user_data or _default_renderer(plan)
+    # Two stacks of one workload in one account must not share secrets or grant each other's nodes anything.
+    stack = pulumi.get_stack()
+    secret_names = plan.secrets.for_stack(stack)
+    renderer = render_user_data or _default_renderer(plan, secret_names)
     stem = name_stem(plan)
-    tags = plan_tags(plan)
+    tags = plan_tags(plan, {TAG_STACK: stack})
     provider = aws.Provider(f"{stem}-aws", region=plan.deployment.region,
                             default_tags=aws.ProviderDefaultTagsArgs(tags=tags))
     opts = pulumi.ResourceOptions(provider=provider)
@@ -79,9 +83,9 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
         instance_type=plan.deployment.instance_type, region=plan.deployment.region,
         reserve_head_ips=is_multinode(plan), tags=tags), opts)
     secrets = Secrets(stem, SecretsArgs(
-        hf_token_name=plan.secrets.hf_token_name, api_key_name=plan.secrets.api_key_name,
+        hf_token_name=secret_names.hf_token_name, api_key_name=secret_names.api_key_name,
         hf_token=settings.hf_token, api_key=settings.api_key, weights_bucket=weights_bucket(plan), tags=tags,
-        workload=plan.workload, claims_head_address=is_multinode(plan)), opts)
+        stack=stack, claims_head_address=is_multinode(plan)), opts)
     lb = LoadBalancer(stem, LoadBalancerArgs(
         kind=kind, vpc_id=network.vpc.id, public_subnet_ids=[s.id for s in network.public_subnets],
         security_group_id=network.lb_sg.id, target_ports=ports, health_path=plan.engine.health_path,
@@ -99,8 +103,8 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
         "endpoint": lb.endpoint,
         "vpc_id": network.vpc.id,
         "load_balancer_dns": lb.lb.dns_name,
-        "hf_token_secret": plan.secrets.hf_token_name,
-        "api_key_secret": plan.secrets.api_key_name,
+        "hf_token_secret": secret_names.hf_token_name,
+        "api_key_secret": secret_names.api_key_name,
         "image_id": compute.image_id,
         "image_pinned": aws_options.image_id is not None,
         "head_private_ips": compute.head_ips,
@@ -108,11 +112,11 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
     }
 
 
-def _default_renderer(plan: Plan) -> UserDataRenderer:
+def _default_renderer(plan: Plan, secrets: SecretsPlan) -> UserDataRenderer:
     from infragen.render import render_user_data
 
     def render(role: Role, head_address: str | None) -> str:
-        return render_user_data(plan, role, head_address=head_address)
+        return render_user_data(plan, role, head_address=head_address, secrets=secrets)
 
     return render
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from infragen.provision.common import TAG_STACK
+
 #: AWS-managed policy that lets the SSM agent register the node (Session Manager replaces SSH).
 SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"
 
@@ -32,8 +34,8 @@ class SecretsArgs:
     """(bucket, prefix) the nodes may read model weights from; None when weights come from Hugging Face."""
     tags: dict[str, str]
     """Tags for every resource (plan digest included)."""
-    workload: str = ""
-    """Workload name (the `infragen:workload` tag): scopes the node's lifecycle and address permissions."""
+    stack: str = ""
+    """Pulumi stack (the `infragen:stack` tag): scopes the node's lifecycle and address permissions."""
     claims_head_address: bool = False
     """Multi-node heads move their replica's fixed address onto their own interface at boot."""
 
@@ -66,7 +68,7 @@ class Secrets(pulumi.ComponentResource):
                                                                                        args.weights_bucket)),
                            opts=child)
         aws.iam.RolePolicy(f"{name}-node-lifecycle", role=self.role.id,
-                           policy=partition.apply(lambda p: lifecycle_policy(p, args.workload,
+                           policy=partition.apply(lambda p: lifecycle_policy(p, args.stack,
                                                                              args.claims_head_address)),
                            opts=child)
         aws.iam.RolePolicyAttachment(f"{name}-ssm-core", role=self.role.name,
@@ -109,10 +111,10 @@ def _policy(hf_arn: str, api_arn: str, partition: str, bucket: tuple[str, str] |
     return json.dumps({"Version": "2012-10-17", "Statement": statements})
 
 
-def lifecycle_policy(partition: str, workload: str, claims_head_address: bool) -> str:
+def lifecycle_policy(partition: str, stack: str, claims_head_address: bool) -> str:
     """What the node's readiness unit (and a multi-node head) may do: complete its own group's launch hook and,
-    on a head, take the replica's fixed address; both only on resources tagged with this workload."""
-    own = {"StringEquals": {"aws:ResourceTag/infragen:workload": workload}}
+    on a head, take the replica's fixed address; both only on resources tagged with this stack."""
+    own = {"StringEquals": {f"aws:ResourceTag/{TAG_STACK}": stack}}
     statements: list[dict[str, object]] = [
         {"Sid": "FindOwnGroup", "Effect": "Allow", "Action": ["autoscaling:DescribeAutoScalingInstances"],
          "Resource": "*"},  # no resource-level permissions for this read (service authorization reference)
@@ -123,6 +125,6 @@ def lifecycle_policy(partition: str, workload: str, claims_head_address: bool) -
         statements.append({
             "Sid": "ClaimHeadAddress", "Effect": "Allow", "Action": ["ec2:AssignPrivateIpAddresses"],
             "Resource": f"arn:{partition}:ec2:*:*:network-interface/*",
-            "Condition": {"StringEquals": {"aws:ResourceTag/infragen:workload": workload,
+            "Condition": {"StringEquals": {f"aws:ResourceTag/{TAG_STACK}": stack,
                                            "aws:ResourceTag/infragen:role": "head"}}})
     return json.dumps({"Version": "2012-10-17", "Statement": statements})
