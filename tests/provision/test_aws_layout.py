@@ -227,5 +227,5 @@ def test_secret_names_per_stack() -> None:
     assert plan.secrets.for_stack("staging") != scoped
     custom = SecretsPlan(hf_token_name="team/hf", api_key_name="key")
     assert custom.for_stack("dev") == SecretsPlan(hf_token_name="infragen/dev/team/hf", api_key_name="infragen/dev/key")
-    with pytest.raises(InputError, match="stack 'x{120}'"):
+    with pytest.raises(InputError, match=r"stack 'x{120}'"):
         plan.secrets.for_stack("x" * 120)
