@@ -64,3 +64,19 @@ def test_equal_cost_and_latency_prefers_fewer_nodes() -> None:
     assert keys == sorted(keys) and all(k[4] == c.nodes for k, c in zip(keys, result.feasible, strict=True))
     plan = plan_workload(spec, catalog=catalog, model=load_model_registry()["llama-3.1-8b"], workload_name="t")
     assert plan.deployment.replicas_per_node * plan.deployment.tp <= inst.gpu_count
+
+
+def test_an_alibaba_plan_of_8_engines_per_node_renders_every_engine_port() -> None:
+    from infragen.render import render_all
+    from infragen.sizing import _build_plan
+
+    inst = load_catalog().instance("ecs.gn7i-8x.16xlarge")
+    spec = WorkloadSpec.model_validate({"model": "qwen2-7b", "cloud": "alicloud", "regions": ["cn-hangzhou"],
+                                        "traffic": {"peak_requests_per_s": 120}, "slo": {"tpot_ms": 80}})
+    model = load_model_registry()["qwen2-7b"]
+    result = search(spec, model, _catalog(inst))
+    packed = next(c for c in result.feasible if (c.sizing.layout.tp, c.sizing.layout.replicas_per_node) == (1, 8))
+    plan = _build_plan(spec, model, "t", packed, result)
+    assert plan.engine.visible_devices == [[i] for i in range(8)]
+    user_data = render_all(plan)["replica.yaml"]  # the argv passes the pinned vLLM parser
+    assert all(str(plan.engine.port + i) in user_data for i in range(8))
