@@ -47,6 +47,10 @@ from infragen.sizing.performance import (
 from infragen.sizing.types import Hardware
 from infragen.units import GIB
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llama_bench_check import bench_rows, fit_measured_fraction  # benchmarks/ is not a package
+from llama_bench_check import report as llama_bench_report
+
 DATA = Path(__file__).resolve().parent / "data"
 
 #: ShareGPT as sampled by vLLM's benchmark_serving (Lambda rows): assumed averages, stated as CALIBRATION.md asks.
@@ -592,6 +596,10 @@ def main() -> None:
     parser.add_argument("--rows", action="store_true", help="print every row")
     parser.add_argument("--only", action="append", default=[], help="with --fit: fit only this section")
     args = parser.parse_args()
+    if args.fit and args.only == ["cpu-measured"]:
+        current = constants_mod.load_constants().cpu.measured_bandwidth_fraction
+        print(f"cpu:\n  measured_bandwidth_fraction: {fit_measured_fraction(bench_rows(), current):.4f}")
+        return
     if args.fit:
         fit(tuple(args.only))
         return
@@ -616,6 +624,8 @@ def main() -> None:
     for regime, (band, n) in sorted(bands(outcomes).items()):
         print(f"  {regime:<46} {band:6.1%}  ({n} rows)")
     for line in current_vllm_report(outcomes):
+        print(line)
+    for line in llama_bench_report(bench_rows()):
         print(line)
     print(f"\nunusable rows: {len(skipped)}")
     for reason in skipped[:8]:

@@ -126,7 +126,8 @@ def run(work: Path, llama_bench: Path, hardware: Path, threads: int, repetitions
         }
         dest = DATA / f"llama-bench-tinyllama-{kind}.json"
         dest.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"{dest}: " + ", ".join(f"{r['n_prompt']}/{r['n_gen']}: {r['avg_ts']:.1f} t/s"
+        print(f"{dest}: " + ", ".join(f"{r['n_prompt']}/{r['n_gen']}: {r['avg_ts']:.1f} t/s "
+                                      f"(best {max(r['samples_ts']):.1f})"
                                       for r in record["results"]))
 
 
@@ -137,7 +138,7 @@ def main() -> None:
     ap.add_argument("--llama-bench", type=Path, help="llama-bench binary (run)")
     ap.add_argument("--hardware", type=Path, default=DATA / "machine.yaml", help="probed hardware file (run)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repetitions", type=int, default=3)
+    ap.add_argument("--repetitions", type=int, default=5)
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.step == "gguf":

@@ -25,6 +25,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "models": ("infragen.cli.spec_cmd", "models", "List the model registry."),
     "render": ("infragen.cli.render_cmd", "render", "Write each node role's cloud-init user-data."),
     "diff": ("infragen.cli.diff_cmd", "diff", "Compare two plans (markdown for pull requests)."),
+    "calibrate": ("infragen.cli.calibrate_cmd", "calibrate",
+                  "Fit a machine's speed factors from vllm bench serve / llama-bench results."),
     "hardware": ("infragen.cli.hardware_cmd", "hardware",
                  "Measure this machine (cores, SIMD, memory bandwidth) into a --hardware file."),
     "preflight": ("infragen.cli.preflight_cmd", "preflight",

@@ -86,6 +86,28 @@ def render_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def resolve_hardware(gpu: str | None, gpus: int | None, instance: str | None,
+                     hardware_file: Path | None) -> Hardware:
+    """The machine named by exactly one of --gpu/--gpus, --instance or --hardware (InputError otherwise)."""
+    chosen = [name for name, value in (("--gpu", gpu), ("--instance", instance), ("--hardware", hardware_file))
+              if value is not None]
+    if len(chosen) != 1:
+        raise InputError("give exactly one of --gpu NAME --gpus N, --instance TYPE or --hardware FILE.yaml"
+                         + (f" (got {', '.join(chosen)})" if chosen else ""))
+    if gpus is not None and gpu is None:
+        raise InputError("--gpus goes with --gpu")
+    from infragen.catalog import load_catalog
+    from infragen.sizing.hardware import hardware_from_gpu, hardware_from_instance, load_hardware_file
+
+    catalog = load_catalog()
+    if gpu is not None:
+        return hardware_from_gpu(catalog.accelerator(gpu), gpus if gpus is not None else 1)
+    if instance is not None:
+        return hardware_from_instance(catalog.instance(instance), catalog)
+    assert hardware_file is not None
+    return load_hardware_file(hardware_file, catalog)
+
+
 def _concurrency(value: str) -> int | None:
     if value == "max":
         return None
@@ -119,6 +141,8 @@ def _concurrency(value: str) -> int | None:
 @click.option("--concurrency", "concurrency_text", required=True, help="Concurrent requests, or 'max'.")
 @click.option("--max-model-len", type=int, default=None, help="vLLM --max-model-len to check (default: largest).")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
+@click.option("--calibration", "calibration_file", type=click.Path(path_type=Path), default=None,
+              help="Calibration profile from `infragen calibrate` (same hardware and engine).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def estimate(
     model_name: str,
@@ -137,39 +161,30 @@ def estimate(
     concurrency_text: str,
     max_model_len: int | None,
     gpu_memory_utilization: float,
+    calibration_file: Path | None,
     fmt: str,
 ) -> None:
     """Predict what vLLM or llama.cpp does with one model on one machine under one load."""
-    chosen = [name for name, value in (("--gpu", gpu), ("--instance", instance), ("--hardware", hardware_file))
-              if value is not None]
-    if len(chosen) != 1:
-        raise InputError("give exactly one of --gpu NAME --gpus N, --instance TYPE or --hardware FILE.yaml"
-                         + (f" (got {', '.join(chosen)})" if chosen else ""))
-    if gpus is not None and gpu is None:
-        raise InputError("--gpus goes with --gpu")
     concurrency = _concurrency(concurrency_text)
-    from infragen.catalog import load_catalog
     from infragen.catalog.models import resolve_model
     from infragen.sizing.estimate import estimate as run_estimate
-    from infragen.sizing.hardware import hardware_from_gpu, hardware_from_instance, load_hardware_file
 
-    catalog = load_catalog()
+    hardware = resolve_hardware(gpu, gpus, instance, hardware_file)
     model = resolve_model(model_name, base_dir=Path.cwd(), where="--model")
-    if gpu is not None:
-        hardware = hardware_from_gpu(catalog.accelerator(gpu), gpus if gpus is not None else 1)
-    elif instance is not None:
-        hardware = hardware_from_instance(catalog.instance(instance), catalog)
-    else:
-        assert hardware_file is not None
-        hardware = load_hardware_file(hardware_file, catalog)
     if engine is None:
         engine = "vllm" if hardware.accelerator is not None else "llama.cpp"
+    factors = (1.0, 1.0)
+    if calibration_file is not None:
+        from infragen.cli.calibrate_cmd import calibration_factors
+
+        factors = calibration_factors(calibration_file, hardware, engine)
     if tp is None:
         tp = max(1, hardware.gpu_count * nodes // pp) if engine == "vllm" else 1
     result = run_estimate(
         model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,
         nodes=nodes, input_len=input_len, output_len=output_len, concurrency=concurrency,
         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+        decode_factor=factors[0], prefill_factor=factors[1],
     )
     doc = estimate_document(result, hardware, model.id)
     if fmt == "json":
@@ -178,4 +193,4 @@ def estimate(
         click.echo(render_table(doc))
 
 
-__all__ = ["estimate", "estimate_document", "render_table"]
+__all__ = ["estimate", "estimate_document", "render_table", "resolve_hardware"]

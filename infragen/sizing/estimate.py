@@ -267,8 +267,16 @@ def estimate(
     concurrency: int | None,
     max_model_len: int | None = None,
     gpu_memory_utilization: float = 0.9,
+    decode_factor: float = 1.0,
+    prefill_factor: float = 1.0,
 ) -> Estimate:
-    """Memory, latency and throughput of one replica at `concurrency` running requests (None = the max)."""
+    """Memory, latency and throughput of one replica at `concurrency` running requests (None = the max).
+
+    decode_factor / prefill_factor come from a calibration profile (sizing/calibration.py): they multiply the
+    modelled generation and prompt-processing speeds of this hardware and engine (1 = the model as fitted).
+    """
+    if decode_factor <= 0 or prefill_factor <= 0:
+        raise InputError(f"calibration factors must be > 0 (got {decode_factor}, {prefill_factor})")
     if input_len < 1 or output_len < 1:
         raise InputError(f"input and output lengths must be >= 1 (got {input_len} and {output_len})")
     if concurrency is not None and concurrency < 1:
@@ -288,7 +296,8 @@ def estimate(
             f"({limit} limits it)", asked,
         )
     if engine == "llama.cpp":
-        return _estimate_llama_cpp(model, hardware, mem, input_len, output_len, concurrency)
+        return _estimate_llama_cpp(model, hardware, mem, input_len, output_len, concurrency,
+                                   decode_factor, prefill_factor)
     c = load_constants()
     max_conc = min(c.vllm_memory.max_num_seqs,
                    max_sequences(model, mem.kv_cache_capacity_tokens, seq_len, c.vllm_memory.block_size_tokens))
@@ -315,6 +324,11 @@ def estimate(
     if speed.output_tokens_per_s > c.trtllm_ceiling_factor * best.output_tokens_per_s:
         tpot_s = conc / (c.trtllm_ceiling_factor * best.output_tokens_per_s)
         notes.append(f"capped at {c.trtllm_ceiling_factor} x the TensorRT-LLM saturation prediction")
+    if (decode_factor, prefill_factor) != (1.0, 1.0):
+        # a measured calibration of this hardware wins over the fitted fractions (and the ceiling)
+        ttft_s = speed.prefill_s / prefill_factor + (ttft_s - speed.prefill_s) / decode_factor
+        tpot_s /= decode_factor
+        notes.append(_calibration_note(decode_factor, prefill_factor))
     e2e_s = ttft_s + (output_len - 1) * tpot_s
     requests_per_s = conc / e2e_s
     wait_s = queue_wait_s(asked, conc, e2e_s)
@@ -336,6 +350,11 @@ def estimate(
     )
 
 
+def _calibration_note(decode_factor: float, prefill_factor: float) -> str:
+    return (f"calibrated: generation speed x{decode_factor:.3f}, prompt processing x{prefill_factor:.3f} "
+            "(from a calibration profile of measured results)")
+
+
 def _estimate_llama_cpp(
     model: ModelArchitecture,
     hardware: Hardware,
@@ -343,6 +362,8 @@ def _estimate_llama_cpp(
     input_len: int,
     output_len: int,
     concurrency: int | None,
+    decode_factor: float = 1.0,
+    prefill_factor: float = 1.0,
 ) -> Estimate:
     seq_len = input_len + output_len
     slots_fit = mem.kv_cache_capacity_tokens // seq_len
@@ -370,10 +391,12 @@ def _estimate_llama_cpp(
     active = float(param_groups(model).active())
     attn = 2.0 * model.num_attention_heads * 2 * (model.head_dim or model.hidden_size // model.num_attention_heads)
     attn_flops = attn * model.num_layers * input_len * input_len / 2
-    t_prompt = prompt_s(s, active, input_len, attn_flops)
+    t_prompt = prompt_s(s, active, input_len, attn_flops) / prefill_factor
     weights = mem.weights_gib_per_gpu * GIB
     kv_read = conc * (input_len + output_len / 2) * mem.kv_cache_bytes_per_token
-    step = generation_step_s(s, weights, active, kv_read, conc)
+    step = generation_step_s(s, weights, active, kv_read, conc) / decode_factor
+    if (decode_factor, prefill_factor) != (1.0, 1.0):
+        notes.append(_calibration_note(decode_factor, prefill_factor))
     # llama-server interleaves a new prompt's batch with generation: prompts of the other slots slow each step.
     tpot = step + (conc - 1) / max(conc, 1) * t_prompt / max(output_len, 1) if conc > 1 else step
     ttft = t_prompt + (0.5 * step if conc > 1 else 0.0)

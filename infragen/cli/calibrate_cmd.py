@@ -1,0 +1,219 @@
+"""`infragen calibrate RESULT...`: fit speed factors of one machine from its own benchmark results.
+
+Reads `vllm bench serve --save-result` JSON and `llama-bench -o json` output, predicts each measured figure with
+the model, fits the factors (sizing/calibration.py) and writes the profile YAML that `--calibration` reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from pydantic import ValidationError
+
+from infragen.architecture import ModelArchitecture
+from infragen.errors import InputError
+from infragen.sizing.calibration import (
+    CalibrationInput,
+    CalibrationProfile,
+    Observation,
+    fit_factor,
+    median_abs_error,
+    physical_bounds,
+    residuals,
+)
+from infragen.sizing.types import Hardware
+
+#: Largest result file read: `vllm bench serve --save-detailed` keeps per-request token times (policy).
+RESULT_FILE_BYTES = 64 * 1024 * 1024
+#: llama-bench's model type suffix (`llama 1B Q4_0`) -> infragen's GGUF precision name.
+_LLAMA_BENCH_TYPES = {"F16": "fp16", "BF16": "bf16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q4_K - Medium": "q4_k_m",
+                      "Q5_K - Medium": "q5_k_m"}
+
+
+def _kind(doc: Any) -> str | None:
+    if isinstance(doc, dict) and isinstance(doc.get("results"), list):
+        doc = doc["results"]  # a record of benchmarks/llama_bench_cpu.py (llama-bench's list inside)
+    if isinstance(doc, list) and doc and all(isinstance(r, dict) and "avg_ts" in r and "n_gen" in r for r in doc):
+        return "llama-bench"
+    if isinstance(doc, dict) and "output_throughput" in doc and "completed" in doc:
+        return "vllm-bench-serve"
+    return None
+
+
+def _number(doc: dict[str, Any], key: str, where: str) -> float:
+    value = doc.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise InputError(f"{where}: {key}: expected a number >= 0 (got {value!r})")
+    return float(value)
+
+
+def _llama_bench(doc: Any, where: str, model: ModelArchitecture, hardware: Hardware) -> list[Observation]:
+    from infragen.sizing.estimate import estimate
+
+    rows = doc["results"] if isinstance(doc, dict) else doc
+    out = []
+    for i, r in enumerate(rows):
+        suffix = str(r.get("model_type", "")).split(" ", 2)[-1]
+        precision = _LLAMA_BENCH_TYPES.get(suffix)
+        if precision is None:
+            raise InputError(f"{where}: [{i}].model_type: {r.get('model_type')!r} is not a type infragen models "
+                             f"(one of {', '.join(_LLAMA_BENCH_TYPES)})")
+        n_prompt, n_gen = int(_number(r, "n_prompt", where)), int(_number(r, "n_gen", where))
+        measured = _number(r, "avg_ts", where)
+        if n_gen > 0:
+            est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=max(1, n_prompt),
+                           output_len=n_gen, concurrency=1)
+            out.append(Observation(f"{where}[{i}]", f"tg{n_gen}_{precision}_tokens_per_s", "decode", measured,
+                                   1e3 / est.tpot_ms))
+        elif n_prompt > 0:
+            est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=n_prompt,
+                           output_len=1, concurrency=1)
+            out.append(Observation(f"{where}[{i}]", f"pp{n_prompt}_{precision}_tokens_per_s", "prefill", measured,
+                                   n_prompt / (est.ttft_ms / 1e3)))
+    return out
+
+
+def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hardware: Hardware, precision: str,
+                 tp: int) -> list[Observation]:
+    """TPOT and output throughput (decode) and TTFT (prefill) of one `vllm bench serve` result.
+
+    Lengths are the run's means; the running batch is max_concurrency when set, else Little's law
+    (request throughput x mean end-to-end latency).
+    """
+    from infragen.sizing.estimate import estimate
+
+    completed = _number(doc, "completed", where)
+    if completed < 1:
+        raise InputError(f"{where}: completed: no request completed, nothing to calibrate on")
+    input_len = max(1, round(_number(doc, "total_input_tokens", where) / completed))
+    output_len = max(2, round(_number(doc, "total_output_tokens", where) / completed))
+    if isinstance(doc.get("max_concurrency"), int) and doc["max_concurrency"] > 0:
+        conc = int(doc["max_concurrency"])
+    else:
+        conc = max(1, round(_number(doc, "request_throughput", where) * _number(doc, "mean_e2el_ms", where) / 1e3))
+    est = estimate(model, hardware, precision=precision, engine="vllm", tp=tp, input_len=input_len,
+                   output_len=output_len, concurrency=conc)
+    if not est.fits:
+        raise InputError(f"{where}: the model says this setup does not fit ({est.reason}); check --model, "
+                         "--precision, --tp and the hardware")
+    out = [Observation(f"{where}", "output_throughput", "decode", _number(doc, "output_throughput", where),
+                       est.output_tokens_per_s)]
+    if doc.get("median_tpot_ms"):
+        out.append(Observation(where, "median_tpot_ms", "decode", 1e3 / _number(doc, "median_tpot_ms", where),
+                               1e3 / est.tpot_ms, as_time=True))
+    if doc.get("median_ttft_ms") and conc <= est.max_concurrency:
+        out.append(Observation(where, "median_ttft_ms", "prefill", 1e3 / _number(doc, "median_ttft_ms", where),
+                               1e3 / est.ttft_ms, as_time=True))
+    return out
+
+
+def load_profile(path: Path) -> CalibrationProfile:
+    """Read a calibration profile; InputError naming the file and field on any problem."""
+    from infragen.safe_load import load_yaml_file
+
+    raw = load_yaml_file(path, what="calibration profile")
+    try:
+        return CalibrationProfile.model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"{path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise InputError("\n".join(lines)) from None
+
+
+def calibration_factors(path: Path, hardware: Hardware, engine: str) -> tuple[float, float]:
+    """(decode, prefill) factors of the profile at `path`, refused when made for other hardware or engine."""
+    profile = load_profile(path)
+    if profile.engine != engine:
+        raise InputError(f"{path}: engine: the profile was measured with {profile.engine}, this estimate is "
+                         f"{engine}; calibrate with results of {engine}")
+    if profile.hardware != hardware.name:
+        raise InputError(f"{path}: hardware: the profile was measured on {profile.hardware!r}, this estimate is "
+                         f"for {hardware.name!r}; a calibration only holds for the machine it was measured on")
+    click.echo(f"calibration {path} applied: generation x{profile.decode_factor:.3f}, prompt x"
+               f"{profile.prefill_factor:.3f}; median error on its {len(profile.residuals)} measured figures "
+               f"{median_abs_error(profile.residuals, 'before'):.1%} before, "
+               f"{median_abs_error(profile.residuals, 'after'):.1%} after", err=True)
+    return profile.decode_factor, profile.prefill_factor
+
+
+@click.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--model", "model_name", required=True, help="Registry name or config.json of the benchmarked model.")
+@click.option("--precision", default=None, help="vLLM weight precision of the run (llama-bench: from its output).")
+@click.option("--gpu", help="GPU name from the catalog (with --gpus).")
+@click.option("--gpus", type=int, help="How many GPUs of --gpu.")
+@click.option("--instance", help="Catalog instance type.")
+@click.option("--hardware", "hardware_file", type=click.Path(path_type=Path), help="Machine YAML (hardware probe).")
+@click.option("--tp", type=int, default=None, help="vLLM tensor-parallel size of the run (default: all GPUs).")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the profile here (default: print it).")
+def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None, gpu: str | None, gpus: int | None,
+              instance: str | None, hardware_file: Path | None, tp: int | None, output: Path | None) -> None:
+    """Fit this machine's generation and prompt speed factors from benchmark result files."""
+    from infragen.catalog.models import resolve_model
+    from infragen.cli.estimate_cmd import resolve_hardware
+    from infragen.safe_load import read_text_bounded
+
+    hardware = resolve_hardware(gpu, gpus, instance, hardware_file)
+    model = resolve_model(model_name, base_dir=Path.cwd(), where="--model")
+    observations: list[Observation] = []
+    inputs: list[CalibrationInput] = []
+    engines = set()
+    for path in results:
+        text = read_text_bounded(path, what="benchmark result", limit=RESULT_FILE_BYTES)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); give `vllm bench serve "
+                             "--save-result` files or `llama-bench -o json` output") from None
+        kind = _kind(doc)
+        if kind is None:
+            raise InputError(f"{path}: neither a `vllm bench serve --save-result` file (output_throughput, "
+                             "completed...) nor `llama-bench -o json` output (a list with avg_ts, n_gen...)")
+        if kind == "llama-bench":
+            engines.add("llama.cpp")
+            observations += _llama_bench(doc, path.name, model, hardware)
+        else:
+            if precision is None:
+                raise InputError(f"{path}: a vLLM result does not say the weight precision: pass --precision")
+            engines.add("vllm")
+            observations += _vllm_result(doc, path.name, model, hardware, precision,
+                                         tp or max(1, hardware.gpu_count))
+        inputs.append(CalibrationInput(file=path.name, sha256=hashlib.sha256(text.encode()).hexdigest(), kind=kind))
+    if len(engines) != 1:
+        raise InputError("results of vLLM and llama.cpp calibrate different profiles: give one engine's files")
+    engine = engines.pop()
+    if not observations:
+        raise InputError("the result files hold no measured speed (no tg/pp rows, no throughput)")
+    bounds = physical_bounds(engine, hardware.measured_memory_bandwidth_gb_per_s is not None)
+    decode = fit_factor(observations, "decode", bounds["decode"])
+    prefill = fit_factor(observations, "prefill", bounds["prefill"])
+    rows = residuals(observations, decode, prefill)
+    profile = CalibrationProfile(
+        engine=engine, hardware=hardware.name, decode_factor=round(decode, 4), prefill_factor=round(prefill, 4),
+        decode_bounds=(round(bounds["decode"][0], 4), round(bounds["decode"][1], 4)),
+        prefill_bounds=(round(bounds["prefill"][0], 4), round(bounds["prefill"][1], 4)),
+        inputs=inputs, residuals=rows, created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    )
+    for r in rows:
+        click.echo(f"{r.source:<40} {r.metric:<28} measured {r.measured:9.2f}  model {r.before:9.2f} "
+                   f"({r.before / r.measured - 1:+.1%})  calibrated {r.after:9.2f} ({r.after / r.measured - 1:+.1%})",
+                   err=True)
+    click.echo(f"{engine} on {hardware.name}: generation x{decode:.3f} (bounds {bounds['decode'][0]:.2f}-"
+               f"{bounds['decode'][1]:.2f}), prompt x{prefill:.3f} (bounds {bounds['prefill'][0]:.2f}-"
+               f"{bounds['prefill'][1]:.2f}); median error {median_abs_error(rows, 'before'):.1%} -> "
+               f"{median_abs_error(rows, 'after'):.1%}", err=True)
+    text_out = yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)
+    if output is None:
+        click.echo(text_out, nl=False)
+    else:
+        output.write_text(text_out)
+        click.echo(f"wrote {output}", err=True)
+
+
+__all__ = ["calibrate", "calibration_factors", "load_profile"]

@@ -1,0 +1,130 @@
+"""Calibration profiles: per-hardware/engine speed factors fitted from the user's own benchmark results.
+
+Pure: fits factors from (measured, predicted) pairs within physical bounds and describes the profile file;
+reading result files and printing lives in cli/calibrate_cmd.py. estimate() applies a profile when given one.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from infragen.sizing.constants import load_constants
+
+Phase = Literal["decode", "prefill"]
+#: Slowest factor a fit may set: a result 5x slower than the model says is a broken run or a wrong
+#: description (threads, GPU count), not an efficiency to learn (policy, not a measurement).
+MIN_FACTOR = 0.2
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class CalibrationInput(_Frozen):
+    """One result file a profile was fitted on."""
+
+    file: str = Field(max_length=500)
+    """File name as given to `infragen calibrate`."""
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """Digest of the file's bytes."""
+    kind: Literal["vllm-bench-serve", "llama-bench"]
+    """Which tool wrote it."""
+
+
+class Residual(_Frozen):
+    """One measured figure, predicted before and after the calibration."""
+
+    source: str = Field(max_length=500)
+    """File and entry it came from."""
+    metric: str = Field(max_length=60)
+    """tg128_tokens_per_s, median_tpot_ms..."""
+    phase: Phase
+    measured: float
+    before: float
+    after: float
+
+
+class CalibrationProfile(_Frozen):
+    """A calibration profile (`infragen calibrate -o FILE`, read by `estimate/plan --calibration FILE`)."""
+
+    schema_version: Literal[1] = 1
+    kind: Literal["infragen-calibration"] = "infragen-calibration"
+    engine: Literal["vllm", "llama.cpp"]
+    """Engine the results were measured with; the profile applies to estimates of this engine only."""
+    hardware: str = Field(max_length=200)
+    """Hardware name the results were measured on (`--gpu`/`--instance`/hardware file name)."""
+    decode_factor: float = Field(gt=0, le=20)
+    """Multiplies predicted generation speed (divides TPOT); 1 = no change."""
+    prefill_factor: float = Field(gt=0, le=20)
+    """Multiplies predicted prompt-processing speed (divides the prefill part of TTFT); 1 = no change."""
+    decode_bounds: tuple[float, float]
+    """Range the decode fit was held to: MIN_FACTOR .. the factor at which the kernel would reach 100 % of
+    the bandwidth figure the model uses."""
+    prefill_bounds: tuple[float, float]
+    """Range of the prefill fit: MIN_FACTOR .. 100 % of the compute peak."""
+    inputs: list[CalibrationInput]
+    """The result files, with digests."""
+    residuals: list[Residual]
+    """Every measured figure: predicted before and after."""
+    created: str = Field(max_length=40)
+    """UTC time the profile was written."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured speed and the model's prediction of it, both as rates (higher = faster)."""
+
+    source: str
+    metric: str
+    phase: Phase
+    measured: float
+    predicted: float
+    as_time: bool = False
+    """True when the figure is a time in ms: `measured`/`predicted` hold 1000 / ms (a rate, fitted like the
+    others) and residuals show it in ms again."""
+
+
+def physical_bounds(engine: str, bandwidth_measured: bool = False) -> dict[Phase, tuple[float, float]]:
+    """Largest factors that keep each phase at or below 100 % of the peak the model divides by."""
+    c = load_constants()
+    if engine == "llama.cpp":
+        bw = c.cpu.measured_bandwidth_fraction if bandwidth_measured else c.cpu.generation_bandwidth_fraction
+        return {"decode": (MIN_FACTOR, 1.0 / bw), "prefill": (MIN_FACTOR, 1.0 / c.cpu.prompt_flops_fraction)}
+    e = c.engines["vllm"]
+    decode_hi = 1.0 / max(e.decode_bandwidth_fraction, e.kv_bandwidth_fraction)
+    return {"decode": (MIN_FACTOR, decode_hi), "prefill": (MIN_FACTOR, 1.0 / e.prefill_compute_fraction)}
+
+
+def fit_factor(observations: list[Observation], phase: Phase, bounds: tuple[float, float]) -> float:
+    """exp(median log(measured/predicted)) of the phase's rates, clipped to bounds; 1.0 with no observation."""
+    logs = [math.log(o.measured / o.predicted) for o in observations
+            if o.phase == phase and o.measured > 0 and o.predicted > 0]
+    if not logs:
+        return 1.0
+    return min(bounds[1], max(bounds[0], math.exp(statistics.median(logs))))
+
+
+def residuals(observations: list[Observation], decode: float, prefill: float) -> list[Residual]:
+    """Before/after of every observation (times shown as times)."""
+    out = []
+    for o in observations:
+        factor = decode if o.phase == "decode" else prefill
+        after = o.predicted * factor
+        if o.as_time:
+            out.append(Residual(source=o.source, metric=o.metric, phase=o.phase, measured=1e3 / o.measured,
+                                before=1e3 / o.predicted, after=1e3 / after))
+        else:
+            out.append(Residual(source=o.source, metric=o.metric, phase=o.phase, measured=o.measured,
+                                before=o.predicted, after=after))
+    return out
+
+
+def median_abs_error(rows: list[Residual], which: Literal["before", "after"]) -> float:
+    """Median |predicted/measured - 1| of the residuals."""
+    errs = [abs(getattr(r, which) / r.measured - 1.0) for r in rows if r.measured]
+    return statistics.median(errs) if errs else 0.0

@@ -1,0 +1,110 @@
+"""`infragen calibrate` and `--calibration`: factor fitting within bounds, the profile file, applying it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infragen.cli import main
+from infragen.sizing.calibration import MIN_FACTOR, Observation, fit_factor, physical_bounds
+from infragen.sizing.estimate import estimate
+from infragen.sizing.hardware import hardware_from_gpu
+from tests.sizing.conftest import LLAMA3_8B, gpu
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "calibration"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "llama_bench"
+
+
+def _obs(measured: float, predicted: float, phase: str = "decode") -> Observation:
+    return Observation("t", "m", phase, measured, predicted)  # type: ignore[arg-type]
+
+
+def test_factor_is_the_median_ratio_within_bounds() -> None:
+    assert fit_factor([_obs(12, 10), _obs(11, 10), _obs(30, 10)], "decode", (0.2, 2.0)) == pytest.approx(1.2)
+    assert fit_factor([_obs(50, 10)], "decode", (0.2, 1.5)) == 1.5  # never past 100 % of the peak
+    assert fit_factor([_obs(1, 10)], "decode", (MIN_FACTOR, 2.0)) == MIN_FACTOR
+    assert fit_factor([_obs(12, 10)], "prefill", (0.2, 2.0)) == 1.0  # no prefill observation: unchanged
+
+
+def test_bounds_are_100_percent_of_the_peak() -> None:
+    b = physical_bounds("vllm")
+    assert b["decode"][1] > 1.0 and b["prefill"][1] > 1.0
+    assert physical_bounds("llama.cpp", bandwidth_measured=False)["decode"][1] == pytest.approx(1 / 0.65)
+
+
+def test_factors_scale_vllm_speed() -> None:
+    hw = hardware_from_gpu(gpu(), 1)
+    kw = dict(precision="bf16", input_len=1000, output_len=200, concurrency=8)
+    base = estimate(LLAMA3_8B, hw, **kw)  # type: ignore[arg-type]
+    fast = estimate(LLAMA3_8B, hw, decode_factor=2.0, **kw)  # type: ignore[arg-type]
+    assert fast.tpot_ms == pytest.approx(base.tpot_ms / 2)
+    assert fast.output_tokens_per_s == pytest.approx(2 * base.output_tokens_per_s)
+    assert any("calibrated" in n for n in fast.notes) and not any("calibrated" in n for n in base.notes)
+    prefill = estimate(LLAMA3_8B, hw, prefill_factor=2.0, **kw)  # type: ignore[arg-type]
+    assert prefill.ttft_ms < base.ttft_ms and prefill.tpot_ms == pytest.approx(base.tpot_ms)
+
+
+def _calibrate(tmp_path: Path, files: list[Path], *extra: str) -> Path:
+    out = tmp_path / "profile.yaml"
+    main(["calibrate", *map(str, files), *extra, "-o", str(out)])
+    return out
+
+
+def test_vllm_result_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _calibrate(tmp_path, [FIXTURES / "vllm-bench-serve-format.json"], "--model", "llama-3.1-8b",
+                     "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    profile = yaml.safe_load(out.read_text())
+    assert profile["engine"] == "vllm" and profile["hardware"] == "1 x h100-sxm-80gb"
+    assert len(profile["inputs"][0]["sha256"]) == 64
+    metrics = {r["metric"] for r in profile["residuals"]}
+    assert metrics == {"output_throughput", "median_tpot_ms", "median_ttft_ms"}
+    tpot = next(r for r in profile["residuals"] if r["metric"] == "median_tpot_ms")
+    assert tpot["measured"] == pytest.approx(21.0)
+    assert "median error" in capsys.readouterr().err
+    # applied: estimate says so and changes TPOT by the factor
+    args = ["estimate", "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1",
+            "--input-len", "1000", "--output-len", "200", "--concurrency", "16", "--format", "json"]
+    main(args)
+    plain = json.loads(capsys.readouterr().out)
+    main([*args, "--calibration", str(out)])
+    captured = capsys.readouterr()
+    calibrated = json.loads(captured.out)
+    assert f"calibration {out} applied" in captured.err and "before" in captured.err
+    assert calibrated["latency"]["tpot_ms"] == pytest.approx(
+        plain["latency"]["tpot_ms"] / profile["decode_factor"], rel=1e-3)
+
+
+def test_profile_for_other_hardware_or_engine_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = _calibrate(tmp_path, [FIXTURES / "vllm-bench-serve-format.json"], "--model", "llama-3.1-8b",
+                     "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "a100-80gb", "--gpus", "1",
+              "--input-len", "100", "--output-len", "100", "--concurrency", "1", "--calibration", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "hardware" in err and "1 x h100-sxm-80gb" in err
+
+
+@pytest.mark.parametrize("text, needle", [("not json", "not JSON"), ('{"a": 1}', "neither"),
+                                          ("[]", "neither")])
+def test_bad_result_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str) -> None:
+    bad = tmp_path / "r.json"
+    bad.write_text(text)
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", str(bad), "--model", "llama-3.1-8b", "--gpu", "h100-sxm"])
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_bad_profile_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "p.yaml"
+    bad.write_text("engine: vllm\nhardware: x\ndecode_factor: -1\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm",
+              "--input-len", "100", "--output-len", "100", "--concurrency", "1", "--calibration", str(bad)])
+    assert exc.value.code == 2
+    assert "decode_factor" in capsys.readouterr().err
