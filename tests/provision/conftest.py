@@ -27,6 +27,11 @@ AWS_CALLS: dict[str, dict[str, Any]] = {
     "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings": {
         "id": "mock", "locations": ["use1-az2", "use1-az1"], "locationTypes": ["availability-zone-id"] * 2,
         "instanceTypes": ["mock"] * 2},
+    "aws:ec2/getVpcEndpointService:getVpcEndpointService": {
+        "id": "mock", "serviceName": "com.amazonaws.us-east-1.s3", "serviceType": "Gateway", "service": "s3",
+        "acceptanceRequired": False, "availabilityZones": [], "baseEndpointDnsNames": [], "managesVpcEndpoints": False,
+        "owner": "amazon", "privateDnsName": "", "privateDnsNames": [], "serviceId": "vpce-svc-mock",
+        "supportedIpAddressTypes": ["ipv4"], "tags": {}, "vpcEndpointPolicySupported": True},
     "aws:index/getPartition:getPartition": {"id": "aws", "partition": "aws", "dnsSuffix": "amazonaws.com",
                                             "reverseDnsPrefix": "com.amazonaws"},
     "aws:ssm/getParameter:getParameter": {"id": "mock", "name": "mock", "type": "String", "value": MOCK_AMI,

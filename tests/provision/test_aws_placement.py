@@ -147,3 +147,15 @@ def test_preview_warns_that_an_nlb_forwards_every_path() -> None:
     plan = plan.model_copy(update={"network": plan.network.model_copy(update={"load_balancer": "nlb"})})
     rec = run(plan, certificate_arn="arn:aws:acm:us-east-1:123456789012:certificate/abc")
     assert any("forwards every path" in w for w in rec.warnings), rec.warnings
+
+
+def test_s3_goes_through_a_free_gateway_endpoint_not_the_nat() -> None:
+    """Weights from S3 would otherwise cross the NAT gateway, which bills every GB it processes."""
+    rec = run(make_plan("single", "aws"))
+    (endpoint,) = rec.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+    assert endpoint.inputs["vpcEndpointType"] == "Gateway"
+    assert endpoint.inputs["serviceName"] == "com.amazonaws.us-east-1.s3"
+    private_rt = next(r.name for r in rec.of_type("aws:ec2/routeTable:RouteTable") if r.name.endswith("private-rt"))
+    assert endpoint.inputs["routeTableIds"] == [f"{private_rt}-id"]
+    asked = [args for token, args in rec.calls if token == "aws:ec2/getVpcEndpointService:getVpcEndpointService"]
+    assert asked == [{"service": "s3", "serviceType": "Gateway"}]

@@ -83,6 +83,12 @@ class Network(pulumi.ComponentResource):
         private_rt = aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=self.vpc.id, tags=tags, opts=child)
         aws.ec2.Route(f"{name}-private-default", route_table_id=private_rt.id, destination_cidr_block=ANYWHERE_IPV4,
                       nat_gateway_id=nat.id, opts=child)
+        # S3 through a gateway endpoint, not the NAT gateway: free, and NAT bills every GB it processes (weights
+        # from S3 are tens to hundreds of GB per node). AWS names the service; only same-region S3 goes this way.
+        s3 = aws.ec2.get_vpc_endpoint_service_output(service="s3", service_type="Gateway", opts=invoke)
+        self.s3_endpoint = aws.ec2.VpcEndpoint(
+            f"{name}-s3", vpc_id=self.vpc.id, service_name=s3.service_name, vpc_endpoint_type="Gateway",
+            route_table_ids=[private_rt.id], tags={**tags, "Name": f"{name}-s3"}, opts=child)
         for i in range(AZ_COUNT):
             az = zones.apply(lambda z, i=i: z[0][i])
             priv = aws.ec2.Subnet(f"{name}-private-{i}", vpc_id=self.vpc.id, cidr_block=cidrs.private[i],
