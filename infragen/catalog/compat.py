@@ -207,6 +207,8 @@ class TpCheck:
 
     problem: str | None
     notes: tuple[str, ...] = ()
+    rule: str | None = None
+    """The id of the rule broken (None = legal)."""
 
 
 def tp_check(model: ModelArchitecture, tp: int, *, weight_block_size: tuple[int, int] | None = None,
@@ -225,7 +227,7 @@ def tp_check(model: ModelArchitecture, tp: int, *, weight_block_size: tuple[int,
             if not ok:
                 return TpCheck(f"{rule.id}: {rule.width.replace('_', ' ')} {width} cannot be split over tp {tp}"
                                + (f" (nor replicated: {tp} is not a multiple of {width})" if rule.replicate else ""),
-                               tuple(notes))
+                               tuple(notes), rule.id)
             continue
         assert weight_block_size is not None
         if tp == 1 or width % tp:
@@ -245,7 +247,7 @@ def tp_check(model: ModelArchitecture, tp: int, *, weight_block_size: tuple[int,
         if rule.refine_min is not None:
             why += (f" (vLLM refines blocks down to {rule.refine_min} only on compute capability "
                     f"{rule.refine_min_compute_capability}+; gcd here is {refined})")
-        return TpCheck(f"{rule.id}: {why} ({rule.width.replace('_', ' ')} {width})", tuple(notes))
+        return TpCheck(f"{rule.id}: {why} ({rule.width.replace('_', ' ')} {width})", tuple(notes), rule.id)
     return TpCheck(None, tuple(notes))
 
 

@@ -11,15 +11,14 @@ from dataclasses import dataclass, field, replace
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog
-from infragen.catalog.compat import architecture_problem, kernel_problem, wheel_problem
 from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
 from infragen.sizing import queueing, resources
-from infragen.sizing.checkpoint import block_fp8_problem, layout_tp_check
+from infragen.sizing.compat_gate import layout_rejection
 from infragen.sizing.estimate import estimate as default_estimator
 from infragen.sizing.hardware import hardware_from_instance
 from infragen.sizing.types import Estimate, Hardware
-from infragen.spec import LLAMA_CPP_PRECISIONS, PREQUANTIZED_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
+from infragen.spec import LLAMA_CPP_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
 from infragen.units import HOURS_PER_MONTH
 
 Estimator = Callable[..., Estimate]
@@ -151,38 +150,6 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
                         yield Layout("vllm", precision, g, n, n, 1), ""
 
 
-def _checkpoint_problem(spec: WorkloadSpec, layout: Layout) -> str | None:
-    """The weights repo decides the method: with a pre-quantized vLLM format listed, `weights` is that checkpoint,
-    so another vLLM precision (fp8, bf16) would run `--quantization fp8` on an AWQ/GPTQ repo, which vLLM refuses."""
-    held = [p for p in spec.precision if p in PREQUANTIZED_PRECISIONS and p in VLLM_PRECISIONS]
-    if layout.engine != "vllm" or spec.weights is None or not held or layout.precision in held:
-        return None
-    return (f"weights {spec.weights} holds {held[0]} weights (precision lists {held[0]}): served as {held[0]}, "
-            f"never as {layout.precision}")
-
-
-def _support_problem(engine: str, model: ModelArchitecture, hw: Hardware) -> str | None:
-    """compat.yaml: the pinned release serves the model's architecture, and its vLLM wheel runs on the GPU."""
-    problem = architecture_problem(engine, model.family)
-    if problem is None and engine == "vllm" and hw.accelerator is not None:
-        problem = wheel_problem(hw.accelerator)
-    return problem
-
-
-def _precision_problem(precision: str, hw: Hardware, kv_dtype: str) -> str | None:
-    acc = hw.accelerator
-    if acc is None:
-        return None
-    problem = kernel_problem(acc, "weights", precision)  # compat.yaml, by compute capability
-    if problem:
-        return problem
-    if precision == "bf16" and acc.bf16_tflops is None:
-        return f"{acc.id} has no BF16 support; allow fp16 for it"
-    if kv_dtype == "fp8":
-        return kernel_problem(acc, "kv_cache", "fp8")
-    return None
-
-
 def _meets(spec: WorkloadSpec, est: Estimate) -> str | None:
     """None when the estimate meets every SLO (values inflated by their uncertainty band), else why not."""
     k = 1.0 + est.relative_uncertainty
@@ -229,13 +196,9 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     def reject(reason: str, **kw: object) -> Sizing:
         return Sizing(inst, hw, layout, None, 0, 0, reason, **kw)  # type: ignore[arg-type]
 
-    problem = _checkpoint_problem(spec, layout) or _support_problem(layout.engine, model, hw) or (
-        _precision_problem(layout.precision, hw, spec.kv_cache_dtype) if layout.engine == "vllm" else None)
-    if problem is None and layout.engine == "vllm":  # compat.yaml: the checkpoint's method and tp_rules
-        problem = (block_fp8_problem(spec, model, layout.precision)
-                   or layout_tp_check(model, layout.precision, layout.tp, hw.accelerator).problem)
-    if problem:
-        return reject(problem)
+    rejection = layout_rejection(spec, model, hw, engine=layout.engine, precision=layout.precision, tp=layout.tp)
+    if rejection:  # compat.yaml, with the rule named (sizing/compat_gate.py)
+        return reject(rejection.reason)
     try:
         top = run(None)
     except InfragenError as exc:  # missing figures, impossible layouts: a reason, not a crash
