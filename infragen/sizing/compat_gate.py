@@ -1,7 +1,7 @@
 """The compatibility gate: which (engine, precision, tp) a GPU and a checkpoint allow, before any estimate.
 
 Pure: reads the workload, the model record and compat.yaml through infragen.catalog.compat. Each rejection names
-the rule (as docs/engines.md lists them) so an infeasible workload can say which rule to satisfy.
+the rule (as docs/compat-rules.md lists them) so an infeasible workload can say which rule to satisfy.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog
 from infragen.errors import InfeasibleError
 from infragen.plan import MAX_PLAN_LIST, Alternative
+from infragen.sizing import compat_fix
 from infragen.sizing.search import LIMIT_PREFIX, Candidate, Estimator, SearchResult, search
 from infragen.spec import MAX_LIMIT_NODES, MAX_LIMIT_USD_PER_MONTH, WorkloadSpec
 
@@ -177,7 +178,9 @@ def advise(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, estim
     memo = _memo(estimator)
     advice = []
     slo_cost: float | None = None
-    for label, update in _changes(spec, result):
+    compat = compat_fix.compat_changes(spec, compat_fix.compat_rules_hit(spec, model, result))
+    tried = [update for _, update in compat]  # a compat change first, labelled with its rules; never twice
+    for label, update in [*compat, *((lb, up) for lb, up in _changes(spec, result) if up not in tried)]:
         try:
             again = search(spec.model_copy(update=update), model, catalog, memo)
         except InfeasibleError:
@@ -212,7 +215,8 @@ def infeasible(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, e
     top = closest[0]
     return InfeasibleError(
         f"no candidate serves {model.id} under the workload's constraints ({len(result.candidates)} candidates "
-        f"over {len(ranked)} instance types). Closest: {lines}",
+        f"over {len(ranked)} instance types). "
+        + compat_fix.rules_summary(compat_fix.compat_rules_hit(spec, model, result)) + f"Closest: {lines}",
         fix=("; or ".join(advice) if advice else
              "no single change to the SLOs, budget, precision, multi-node, pricing, families, regions or cloud "
              "makes it feasible; relax several at once"),
