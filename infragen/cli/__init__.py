@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> Any:
     except InfragenError as exc:
         if debug:
             raise
-        if exc.exit_code not in (2, 3):  # a bare InfragenError marks a broken invariant: a bug, not bad input
+        if exc.exit_code not in (2, 3, EXIT_INTERNAL):  # a bare InfragenError: a broken invariant, not bad input
             _internal(exc)
         click.echo(exc.render(), err=True)
         sys.exit(exc.exit_code)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from infragen.architecture import ModelArchitecture
-from infragen.catalog.engines import argv_problems
+from infragen.catalog.engines import EngineRelease, argv_problems, pinned_release
 from infragen.errors import InfragenError
 from infragen.sizing.memory import vllm_profile_tokens
 
@@ -66,7 +66,22 @@ def llama_cpp_argv(*, weights_file: str, served_name: str, port: int, ctx_per_sl
     return argv
 
 
-def _check(engine: str, argv: list[str]) -> None:
-    problems = argv_problems(engine, argv)
-    if problems:  # a bug in this module, not user input
-        raise InfragenError(f"internal: the pinned {engine} would refuse {argv}: {'; '.join(problems)}")
+class EngineArgvError(InfragenError):
+    """A rendered command line the pinned release's parser would refuse: a bug in infragen (its renderer and the
+    generated option data disagree), never bad input, so the exit status stays 70; the message leads with what the
+    parser refuses, which the argv itself would push past the CLI's one-line limit."""
+
+    exit_code = 70
+
+
+def _check(engine: str, argv: list[str], release: EngineRelease | None = None) -> None:
+    """Refuse to emit an argv the pinned `engine` would reject at start-up (`release`: a test seam)."""
+    release = release or pinned_release(engine)
+    problems = argv_problems(engine, argv, release)
+    if problems:
+        raise EngineArgvError(
+            f"the pinned {release.engine} {release.version} would refuse the command line infragen rendered: "
+            f"{'; '.join(problems)} (in: {' '.join(argv)})",
+            fix=f"a bug in infragen: its {engine} flags disagree with infragen/catalog/data/{release.described_by}; "
+                "report it with the workload (docs/engines.md says how that file is regenerated)",
+        )
