@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -323,20 +323,44 @@ class Alternative(_Frozen):
 
 
 class GpuDriverPlan(_Frozen):
-    """NVIDIA driver the first boot installs with Alibaba's auto-install script (system images carry none)."""
+    """NVIDIA driver the first boot installs (Alibaba system images carry none), and how."""
 
     driver_version: ReleaseNumber
-    """NVIDIA driver version, e.g. `550.127.08` (matches the CUDA runtime of the pinned engine's wheels)."""
-    cuda_version: ReleaseNumber
-    """CUDA toolkit the script installs with it."""
-    cudnn_version: ReleaseNumber
-    """cuDNN the script installs with it."""
-    installer: FileName
-    """Script name under the region's `source-address` metadata item (`auto_install_v4.0.sh`)."""
-    installer_path: UrlPath
-    """Path of the script under that address (`/opsx/ecs/linux/binary/script/`)."""
+    """NVIDIA driver version, e.g. `550.127.08` (matches the CUDA runtime of the pinned engine's wheels;
+    ubuntu-archive: the build recorded from the archive, apt installs the branch's current one)."""
+    method: Literal["alibaba-auto-install", "ubuntu-archive"] = "alibaba-auto-install"
+    """`alibaba-auto-install`: Alibaba's script with driver/CUDA/cuDNN versions; `ubuntu-archive`: Ubuntu's packages
+    of NVIDIA's server branch from the image's apt mirror (CUDA 13 drivers, which the script is not known to offer)."""
+    cuda_version: ReleaseNumber | None = None
+    """alibaba-auto-install: CUDA toolkit the script installs with it."""
+    cudnn_version: ReleaseNumber | None = None
+    """alibaba-auto-install: cuDNN the script installs with it."""
+    installer: FileName | None = None
+    """alibaba-auto-install: script name under the region's `source-address` metadata item (`auto_install_v4.0.sh`)."""
+    installer_path: UrlPath | None = None
+    """alibaba-auto-install: path of the script under that address (`/opsx/ecs/linux/binary/script/`)."""
+    ubuntu_drivers_id: Annotated[str, Field(pattern=r"^nvidia:[0-9]{3}(-server)?$")] | None = None
+    """ubuntu-archive: what `ubuntu-drivers install --gpgpu` installs (`nvidia:580-server`)."""
+    packages: list[CatalogId] = Field(default_factory=list, max_length=8)
+    """ubuntu-archive: packages installed after the driver (`nvidia-utils-580-server`: nvidia-smi)."""
+    fabric_manager_package: CatalogId | None = None
+    """ubuntu-archive: Fabric Manager package, installed (and required to run) on nodes with NVSwitch."""
     erdma: bool = False
     """Also install the eRDMA software stack (multi-node replicas over eRDMA)."""
+    erdma_installer_url: HttpUrl | None = None
+    """ubuntu-archive with eRDMA: Alibaba's eRDMA installer (`env_setup.sh`), run with `--egs`."""
+
+    @model_validator(mode="after")
+    def _complete(self) -> GpuDriverPlan:
+        # The boot script runs what the method needs: an edited plan cannot leave a blank in the command line.
+        needs = {"alibaba-auto-install": ("cuda_version", "cudnn_version", "installer", "installer_path"),
+                 "ubuntu-archive": ("ubuntu_drivers_id",)}[self.method]
+        missing = [key for key in needs if getattr(self, key) is None]
+        if self.method == "ubuntu-archive" and self.erdma and self.erdma_installer_url is None:
+            missing.append("erdma_installer_url")
+        if missing:
+            raise ValueError(f"gpu_driver with method {self.method} needs {', '.join(missing)}")
+        return self
 
 
 class BootstrapPlan(_Frozen):

@@ -15,18 +15,26 @@ import yaml
 
 @dataclass(frozen=True)
 class GpuDriverRow:
-    """One driver / CUDA / cuDNN triple Alibaba's auto-install script takes."""
+    """How the first boot installs the driver for one CUDA major.minor (Alibaba's script, or Ubuntu's archive)."""
 
     cuda: str
     """CUDA major.minor the row serves (runtimes of the same major with a lower or equal minor run on it)."""
     driver_version: str
-    """NVIDIA driver, e.g. `550.127.08`."""
-    cuda_version: str
-    """CUDA toolkit the script installs alongside, e.g. `12.4.1`."""
-    cudnn_version: str
-    """cuDNN the script installs alongside."""
+    """NVIDIA driver, e.g. `550.127.08` (ubuntu-archive: the build seen in the archive; apt takes the current one)."""
     source: str
-    """Where the triple was read."""
+    """Where the row was read."""
+    method: str = "alibaba-auto-install"
+    """`alibaba-auto-install` (Alibaba's script) or `ubuntu-archive` (Ubuntu's packages of the server branch)."""
+    cuda_version: str | None = None
+    """alibaba-auto-install: CUDA toolkit the script installs alongside, e.g. `12.4.1`."""
+    cudnn_version: str | None = None
+    """alibaba-auto-install: cuDNN the script installs alongside."""
+    ubuntu_drivers_id: str | None = None
+    """ubuntu-archive: the driver `ubuntu-drivers install --gpgpu` takes (`nvidia:580-server`)."""
+    packages: tuple[str, ...] = ()
+    """ubuntu-archive: packages installed after it (the utilities, nvidia-smi)."""
+    fabric_manager_package: str | None = None
+    """ubuntu-archive: Fabric Manager of the branch, installed on nodes with NVSwitch."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ class AlicloudNodeData:
     """Auto-install script name (`auto_install_v4.0.sh`)."""
     installer_path: str
     """Its path under the region's `source-address`."""
+    erdma_installer_url: str
+    """Alibaba's eRDMA stack installer (run with `--egs`), used when the driver does not come from the script."""
     pip_index_url: str
     """In-VPC PyPI mirror."""
     pip_trusted_host: str
@@ -59,16 +69,31 @@ def load_alicloud_node() -> AlicloudNodeData:
     return AlicloudNodeData(
         engine_cuda={engine: {str(v): str(row["cuda"]) for v, row in versions.items()}
                      for engine, versions in data["engine_cuda"].items()},
-        gpu_drivers=tuple(GpuDriverRow(cuda=str(r["cuda"]), driver_version=str(r["driver_version"]),
-                                       cuda_version=str(r["cuda_version"]), cudnn_version=str(r["cudnn_version"]),
-                                       source=str(r["source"])) for r in data["gpu_drivers"]),
+        gpu_drivers=tuple(_driver_row(r) for r in data["gpu_drivers"]),
         installer_script=str(data["installer"]["script"]),
         installer_path=str(data["installer"]["path"]),
+        erdma_installer_url=str(data["erdma_installer"]["url"]),
         pip_index_url=str(data["pip_index_url"]),
         pip_trusted_host=str(data["pip_trusted_host"]),
         erdma_nccl_env={str(k): str(v) for k, v in data["erdma_nccl_env"].items()},
         nat_eip_bandwidth_mbit_s=int(data["nat_eip"]["bandwidth_mbit_s"]),
     )
+
+
+def _driver_row(r: dict[str, Any]) -> GpuDriverRow:
+    def opt(key: str) -> str | None:
+        return None if r.get(key) is None else str(r[key])
+
+    row = GpuDriverRow(cuda=str(r["cuda"]), driver_version=str(r["driver_version"]), source=str(r["source"]),
+                       method=str(r["method"]), cuda_version=opt("cuda_version"), cudnn_version=opt("cudnn_version"),
+                       ubuntu_drivers_id=opt("ubuntu_drivers_id"),
+                       packages=tuple(str(p) for p in r.get("packages", ())),
+                       fabric_manager_package=opt("fabric_manager_package"))
+    needs = {"alibaba-auto-install": ("cuda_version", "cudnn_version"), "ubuntu-archive": ("ubuntu_drivers_id",)}
+    if row.method not in needs or any(getattr(row, key) is None for key in needs[row.method]):
+        raise ValueError(f"alicloud_node.yaml: driver row for CUDA {row.cuda}: method {row.method!r} needs "
+                         f"{needs.get(row.method, sorted(needs))}")
+    return row
 
 
 def select_gpu_driver(data: AlicloudNodeData, engine: str, version: str) -> GpuDriverRow | None:

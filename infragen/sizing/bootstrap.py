@@ -25,8 +25,14 @@ def select_bootstrap(*, cloud: str, engine: str, engine_version: str, gpu_count:
     if gpu_count > 0:
         row = select_gpu_driver(node, engine, engine_version)
         if row is None:
-            warnings.append(f"no Alibaba auto-install driver is known for {engine} {engine_version}'s CUDA; the "
-                            "nodes need an image with the NVIDIA driver (infragen:imageId)")
+            warnings.append(f"no driver install is known for {engine} {engine_version}'s CUDA "
+                            "(infragen/catalog/data/alicloud_node.yaml); the nodes need an image with the NVIDIA "
+                            "driver (infragen:imageId)")
+        elif row.method == "ubuntu-archive":
+            driver = GpuDriverPlan(driver_version=row.driver_version, method="ubuntu-archive",
+                                   ubuntu_drivers_id=row.ubuntu_drivers_id, packages=list(row.packages),
+                                   fabric_manager_package=row.fabric_manager_package, erdma=erdma,
+                                   erdma_installer_url=node.erdma_installer_url if erdma else None)
         else:
             driver = GpuDriverPlan(driver_version=row.driver_version, cuda_version=row.cuda_version,
                                    cudnn_version=row.cudnn_version, installer=node.installer_script,

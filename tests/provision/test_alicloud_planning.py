@@ -33,6 +33,40 @@ def test_driver_row_follows_cuda_minor_version_compatibility() -> None:
     assert select_gpu_driver(data, "vllm", "unknown") is None
 
 
+def test_the_pinned_vllm_gets_a_cuda_13_driver_from_the_ubuntu_archive() -> None:
+    """vLLM 0.34.0's torch 2.14.0 wheel needs CUDA 13.0 (cuda-toolkit 13.0.3): an R580 driver, which no recorded
+    Alibaba auto-install triple offers, comes from Ubuntu's server branch packages; eRDMA from Alibaba's installer."""
+    boot, warnings = select_bootstrap(cloud="alicloud", engine="vllm", engine_version="0.34.0", gpu_count=8,
+                                      erdma=True, nodes=2, weights_source="modelscope", hf_endpoint=None)
+    assert not warnings and boot is not None and (d := boot.gpu_driver) is not None
+    assert d.method == "ubuntu-archive" and d.driver_version.startswith("580.")
+    assert d.ubuntu_drivers_id == "nvidia:580-server" and d.packages == ["nvidia-utils-580-server"]
+    assert d.fabric_manager_package == "nvidia-fabricmanager-580"
+    assert d.erdma and d.erdma_installer_url == "http://mirrors.cloud.aliyuncs.com/erdma/env_setup.sh"
+    assert d.cuda_version is None and d.installer is None  # nothing of Alibaba's script
+    single, _ = select_bootstrap(cloud="alicloud", engine="vllm", engine_version="0.34.0", gpu_count=1,
+                                 erdma=False, nodes=1, weights_source="modelscope", hf_endpoint=None)
+    assert single is not None and single.gpu_driver is not None and single.gpu_driver.erdma_installer_url is None
+    # The older pin keeps Alibaba's script.
+    old, _ = select_bootstrap(cloud="alicloud", engine="vllm", engine_version="0.7.3", gpu_count=1,
+                              erdma=False, nodes=1, weights_source="modelscope", hf_endpoint=None)
+    assert old is not None and old.gpu_driver is not None and old.gpu_driver.method == "alibaba-auto-install"
+
+
+def test_a_driver_plan_missing_what_its_method_runs_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from infragen.plan import GpuDriverPlan
+
+    with pytest.raises(ValidationError, match="needs cuda_version, cudnn_version, installer, installer_path"):
+        GpuDriverPlan(driver_version="550.127.08")
+    with pytest.raises(ValidationError, match="needs erdma_installer_url"):
+        GpuDriverPlan(driver_version="580.159.03", method="ubuntu-archive", ubuntu_drivers_id="nvidia:580-server",
+                      erdma=True)
+    with pytest.raises(ValidationError):
+        GpuDriverPlan(driver_version="580.1", method="ubuntu-archive", ubuntu_drivers_id="nvidia:580; reboot")
+
+
 def test_every_pinned_engine_release_has_its_cuda_recorded() -> None:
     from infragen.catalog.engines import VLLM_VERSION
 
@@ -40,8 +74,9 @@ def test_every_pinned_engine_release_has_its_cuda_recorded() -> None:
 
 
 def test_an_engine_without_a_driver_row_gets_a_warning_and_no_install_step() -> None:
-    boot, warnings = select_bootstrap(cloud="alicloud", engine="vllm", engine_version="0.34.0", gpu_count=8,
-                                      erdma=True, nodes=2, weights_source="modelscope", hf_endpoint=None)
+    data = replace(load_alicloud_node(), engine_cuda={"vllm": {"9.9": "14.0"}})  # a CUDA no row serves
+    boot, warnings = select_bootstrap(cloud="alicloud", engine="vllm", engine_version="9.9", gpu_count=8,
+                                      erdma=True, nodes=2, weights_source="modelscope", hf_endpoint=None, data=data)
     assert boot is not None and boot.gpu_driver is None and boot.pip_index_url
     assert len(warnings) == 1 and "infragen:imageId" in warnings[0]
     aws, _ = select_bootstrap(cloud="aws", engine="vllm", engine_version="0.7.3", gpu_count=8, erdma=False,
@@ -55,11 +90,10 @@ def test_mainland_examples_install_the_driver_and_download_from_modelscope(name:
     boot = plan.bootstrap
     assert boot is not None
     row = select_gpu_driver(load_alicloud_node(), "vllm", plan.engine.version)
-    if row is None:  # the pinned vLLM's CUDA (0.34: 13.0) has no auto-install row: say so, install nothing
-        assert boot.gpu_driver is None and any("infragen:imageId" in w for w in plan.warnings)
-    else:
-        assert boot.gpu_driver is not None and boot.gpu_driver.driver_version == row.driver_version
-        assert boot.gpu_driver.erdma == (plan.network.rdma == "erdma")
+    assert row is not None, f"no driver row for vLLM {plan.engine.version}: GPU examples would need infragen:imageId"
+    assert boot.gpu_driver is not None and boot.gpu_driver.driver_version == row.driver_version
+    assert boot.gpu_driver.method == row.method and not any("infragen:imageId" in w for w in plan.warnings)
+    assert boot.gpu_driver.erdma == (plan.network.rdma == "erdma")
     assert boot.pip_index_url == "http://mirrors.cloud.aliyuncs.com/pypi/simple/"
     assert plan.model.weights_source == "modelscope" and "://" not in plan.model.weights_uri
     assert plan.engine.argv[2].startswith(plan.storage.mount_path + "/"), "vLLM serves the downloaded directory"

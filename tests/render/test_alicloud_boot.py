@@ -74,6 +74,50 @@ esac
     assert calls.read_text().count("systemctl reboot") == 1
 
 
+UBUNTU_DRIVER = {"driver_version": "580.159.03", "method": "ubuntu-archive", "ubuntu_drivers_id": "nvidia:580-server",
+                 "packages": ["nvidia-utils-580-server"], "fabric_manager_package": "nvidia-fabricmanager-580",
+                 "erdma": True, "erdma_installer_url": "http://mirrors.cloud.aliyuncs.com/erdma/env_setup.sh",
+                 "cuda_version": None, "cudnn_version": None, "installer": None, "installer_path": None}
+
+
+def test_cuda_13_driver_comes_from_ubuntu_with_fabric_manager_on_nvswitch_and_erdma(tmp_path: Path) -> None:
+    plan = _with(make_plan("multinode", "alicloud"), bootstrap={"gpu_driver": UBUNTU_DRIVER})
+    root, bin_dir, calls = _driver_sandbox(tmp_path, plan)
+    fake(bin_dir, "nvidia-smi", "exit 9\n")
+    fake(bin_dir, "lspci", 'echo "0000:05:00.0 0680: 10de:22a3 (rev a1)"\n')  # an NVSwitch bridge
+    for tool in ("apt-get", "ubuntu-drivers", "systemctl"):
+        fake(bin_dir, tool, f'echo "{tool} $*" >> {calls}\n')
+    fake(bin_dir, "curl", f"""echo "curl $*" >> {calls}
+out=$(echo "$*" | sed -n 's/.*-o \\([^ ]*\\).*/\\1/p'); printf 'echo "erdma-installer $*" >> {calls}\\n' > "$out"
+""")
+    fake(bin_dir, "sleep", "exit 1\n")
+    result = run(root, "infragen-gpu-driver", bin_dir)
+    lines = calls.read_text().splitlines()
+    assert lines[0] == "apt-get -qy update"
+    assert "apt-get -qy install --no-install-recommends ubuntu-drivers-common pciutils nvidia-utils-580-server" in lines
+    assert "ubuntu-drivers install --gpgpu nvidia:580-server" in lines
+    assert "apt-get -qy install nvidia-fabricmanager-580" in lines and "systemctl enable nvidia-fabricmanager" in lines
+    assert any("http://mirrors.cloud.aliyuncs.com/erdma/env_setup.sh" in line for line in lines)
+    assert "erdma-installer --egs" in lines
+    assert not any("metadata" in line or "auto_install_v4.0.sh" in line for line in lines)  # not Alibaba's script
+    assert lines[-1] == "systemctl reboot" and result.returncode != 0
+    # After the reboot: the driver answers, but an NVSwitch node also needs Fabric Manager running.
+    fake(bin_dir, "nvidia-smi", "echo 580.159.03\n")
+    fake(bin_dir, "systemctl", 'case "$*" in "is-active -q nvidia-fabricmanager") exit 3 ;; esac\n')
+    stopped = run(root, "infragen-gpu-driver", bin_dir)
+    assert stopped.returncode != 0 and "nvidia-fabricmanager not running" in stopped.stderr
+    fake(bin_dir, "systemctl", "exit 0\n")
+    assert (ok := run(root, "infragen-gpu-driver", bin_dir)).returncode == 0, ok.stderr
+    # A node without NVSwitch installs no Fabric Manager.
+    (root / "var/lib/infragen/driver").unlink()
+    calls.unlink()
+    fake(bin_dir, "nvidia-smi", "exit 9\n")
+    fake(bin_dir, "lspci", "exit 0\n")
+    fake(bin_dir, "systemctl", f'echo "systemctl $*" >> {calls}\n')
+    run(root, "infragen-gpu-driver", bin_dir)
+    assert "fabricmanager" not in calls.read_text() and "systemctl reboot" in calls.read_text()
+
+
 def test_driver_step_runs_first_and_only_when_the_plan_names_a_driver() -> None:
     text = render_user_data(make_plan("single", "alicloud"), "replica")
     boot = next(f["content"] for f in yaml.safe_load(text)["write_files"] if f["path"].endswith("boot.service"))
