@@ -62,6 +62,7 @@ class PreflightTarget:
 #: backend's own test seam (None = the real SDK with the default credentials).
 BACKENDS: dict[str, tuple[str, str]] = {
     "aws": ("infragen.preflight.aws", "check_aws"),
+    "alicloud": ("infragen.preflight.alicloud", "check_alicloud"),
 }
 
 Backend = Callable[[PreflightTarget, Any], list[Check]]

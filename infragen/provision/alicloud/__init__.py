@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pulumi
 import pulumi_alicloud as alicloud
 
+from infragen.catalog.alicloud_node import load_alicloud_node
 from infragen.errors import InputError
 from infragen.plan import Plan
 from infragen.provision.alicloud.compute import AliNodes, NodesArgs
@@ -52,8 +53,6 @@ USER_DATA_MAX_BYTES = 16 * 1024
 #: Rendered text larger than the ECS limit is sent gzip-compressed (cloud-init decompresses gzip user data, its
 #: "User-data formats" doc); the limit then applies to the compressed bytes, checked in compute.encode_user_data.
 USER_DATA_TEXT_MAX_BYTES = 64 * 1024
-# Stock system images (owner "system"), newest first, for CPU nodes.
-IMAGE_NAME_REGEX = {"x86_64": "^ubuntu_22_04_x64", "arm64": "^ubuntu_22_04_arm64"}
 
 Renderer = Callable[..., str]
 
@@ -240,7 +239,7 @@ def _node_image(plan: Plan, opts: AlicloudOptions, invoke: pulumi.InvokeOptions)
 
 
 def _system_image(plan: Plan, invoke: pulumi.InvokeOptions) -> pulumi.Output[str]:
-    regex = IMAGE_NAME_REGEX[plan.deployment.cpu_arch]
+    regex = load_alicloud_node().system_image_name_regex[plan.deployment.cpu_arch]
     images = alicloud.ecs.get_images_output(owners="system", name_regex=regex, most_recent=True,
                                             instance_type=plan.deployment.instance_type, opts=invoke)
     return images.ids.apply(lambda ids: _first_image(ids, regex, plan.deployment.instance_type))
