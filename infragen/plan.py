@@ -380,6 +380,9 @@ class BootstrapPlan(_Frozen):
     download_mbit_s: float | None = None
     """Bandwidth each node gets for downloading weights from the internet when it is the bottleneck (all nodes
     share one NAT EIP on Alibaba); None = the instance's own network."""
+    erdma_mtus: list[Annotated[int, Field(ge=576, le=9000)]] = Field(default_factory=list, max_length=2)
+    """eRDMA nodes: [MTU without jumbo frames, MTU with them] that NCCL's LL128 protocol needs (1400, 8500); the
+    boot sets the one that matches the interface (>= the jumbo figure: jumbo frames are on). Empty = no eRDMA."""
 
 
 class BootPlan(_Frozen):

@@ -145,7 +145,7 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
             installer="auto_install_v4.0.sh", installer_path="/opsx/ecs/linux/binary/script/",
             erdma=kind == "multinode"),
         pip_index_url="http://mirrors.cloud.aliyuncs.com/pypi/simple/", pip_trusted_host="mirrors.cloud.aliyuncs.com",
-        download_mbit_s=round(200 / deployment.nodes, 1))
+        download_mbit_s=round(200 / deployment.nodes, 1), erdma_mtus=[1400, 8500] if kind == "multinode" else [])
     return Plan(
         infragen_version="0.1.0", workload=name, deployment=deployment, model=model, engine=engine, memory=memory,
         hardware=hardware, storage=storage, network=network,

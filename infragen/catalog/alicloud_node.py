@@ -59,6 +59,10 @@ class AlicloudNodeData:
     """NCCL variables for multi-node replicas over eRDMA."""
     nat_eip_bandwidth_mbit_s: int
     """Bandwidth of the one NAT EIP every node downloads through."""
+    erdma_mtu: int
+    """MTU eRDMA interfaces need for NCCL's LL128 without jumbo frames (1400)."""
+    erdma_jumbo_mtu: int
+    """... and with jumbo frames (8500)."""
     system_image_name_regex: dict[str, str]
     """cpu arch -> name regex of the stock system image (newest match) nodes boot without infragen:imageId."""
     real_name_regions: frozenset[str]
@@ -81,6 +85,8 @@ def load_alicloud_node() -> AlicloudNodeData:
         pip_trusted_host=str(data["pip_trusted_host"]),
         erdma_nccl_env={str(k): str(v) for k, v in data["erdma_nccl_env"].items()},
         nat_eip_bandwidth_mbit_s=int(data["nat_eip"]["bandwidth_mbit_s"]),
+        erdma_mtu=int(data["erdma_mtu"]["default"]),
+        erdma_jumbo_mtu=int(data["erdma_mtu"]["jumbo"]),
         system_image_name_regex={str(k): str(v) for k, v in data["system_image_name_regex"].items()},
         real_name_regions=frozenset(str(r) for r in data["real_name_regions"]),
     )

@@ -42,7 +42,8 @@ def select_bootstrap(*, cloud: str, engine: str, engine_version: str, gpu_count:
         # Every node downloads at first boot through the one NAT EIP: they share its bandwidth.
         download = round(node.nat_eip_bandwidth_mbit_s / max(1, nodes), 1)
     return BootstrapPlan(gpu_driver=driver, pip_index_url=node.pip_index_url, pip_trusted_host=node.pip_trusted_host,
-                         hf_endpoint=hf_endpoint, download_mbit_s=download), warnings
+                         hf_endpoint=hf_endpoint, download_mbit_s=download,
+                         erdma_mtus=[node.erdma_mtu, node.erdma_jumbo_mtu] if erdma else []), warnings
 
 
 def download_warning(weights_gib: float, download_mbit_s: float | None, nodes: int) -> str | None:
