@@ -67,6 +67,8 @@ class AlicloudNodeData:
     """cpu arch -> name regex of the stock system image (newest match) nodes boot without infragen:imageId."""
     real_name_regions: frozenset[str]
     """Regions (Chinese mainland) where ECS needs the account's real-name verification."""
+    sales_gated_families: dict[str, str]
+    """family -> how to get it (contact sales, ticket): families ECS sells only on request."""
 
 
 @cache
@@ -89,6 +91,7 @@ def load_alicloud_node() -> AlicloudNodeData:
         erdma_jumbo_mtu=int(data["erdma_mtu"]["jumbo"]),
         system_image_name_regex={str(k): str(v) for k, v in data["system_image_name_regex"].items()},
         real_name_regions=frozenset(str(r) for r in data["real_name_regions"]),
+        sales_gated_families={str(k): str(v["how"]) for k, v in data["sales_gated_families"].items()},
     )
 
 

@@ -13,8 +13,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from infragen.catalog import load_catalog
 from infragen.catalog.alicloud_node import load_alicloud_node
-from infragen.errors import InputError
+from infragen.errors import InfragenError, InputError
 from infragen.preflight import Check, PreflightTarget
 
 #: (service "ecs" | "kms", action such as "DescribeAvailableResource", request fields by their API names) ->
@@ -27,6 +28,9 @@ IN_STOCK = ("WithStock", "ClosedWithStock")
 QUOTA_ATTRIBUTES = ("real-name-authentication", "max-postpaid-instance-vcpu-count", "used-postpaid-instance-vcpu-count",
                     "max-spot-instance-vcpu-count", "used-spot-instance-vcpu-count")
 SECRET_NOT_FOUND = "Forbidden.ResourceNotFound"
+#: ECS deployment sets, LowLatency strategy: every instance in one zone, at most 20 per zone (ECS "Deployment set"
+#: docs, limits of the network low-latency strategy).
+LOW_LATENCY_MAX_INSTANCES = 20
 
 
 def check_alicloud(target: PreflightTarget, api: Api | None = None) -> list[Check]:
@@ -36,7 +40,8 @@ def check_alicloud(target: PreflightTarget, api: Api | None = None) -> list[Chec
     if any(c.status == "fail" and c.name == "credentials" for c in account):
         return account
     checks = account
-    for name, fn in (("zones", _zones), ("image", _image), ("kms", _kms), ("secrets", _secrets)):
+    for name, fn in (("zones", _zones), ("deployment-set", _deployment_set), ("image", _image), ("kms", _kms),
+                     ("secrets", _secrets)):
         checks += _guard_many(name, lambda fn=fn: fn(target, call))
     return checks + _download(target)
 
@@ -92,7 +97,9 @@ def _quota(target: PreflightTarget, attrs: dict[str, list[str]]) -> Check:
 def _zones(target: PreflightTarget, call: Api) -> list[Check]:
     d = target.plan.deployment
     stock = zone_stock(call, d.region, d.instance_type, spot=d.pricing == "spot")
-    selling = [z for z, category in stock.items() if category in IN_STOCK]
+    # Best first: WithStock zones, then ClosedWithStock (low stock) ones; the fix lists them in that order.
+    selling = sorted((z for z, category in stock.items() if category in IN_STOCK),
+                     key=lambda z: IN_STOCK.index(stock[z]))
     wanted = target.setting("nodeZones") or []
     wanted = [wanted] if isinstance(wanted, str) else [str(z) for z in wanted]
     if wanted:
@@ -113,6 +120,33 @@ def _zones(target: PreflightTarget, call: Api) -> list[Check]:
         return [Check("zones", "warn", detail + " (all ClosedWithStock: low stock, creation may fail)",
                       fix="try now, or plan another region with WithStock zones")]
     return [Check("zones", "ok", detail + (f" (low in {', '.join(low)})" if low else ""))]
+
+
+def _deployment_set(target: PreflightTarget, call: Api) -> list[Check]:
+    """Multi-node replicas go into a LowLatency deployment set each: the family must support the strategy."""
+    plan = target.plan
+    if plan.network.placement != "cluster":
+        return []
+    d = plan.deployment
+    if d.nodes_per_replica > LOW_LATENCY_MAX_INSTANCES:
+        return [Check("deployment-set", "fail", f"{d.nodes_per_replica} nodes per replica; a LowLatency deployment "
+                      f"set holds at most {LOW_LATENCY_MAX_INSTANCES} instances in its one zone",
+                      fix="plan fewer nodes per replica (larger instance types)")]
+    try:
+        family = "ecs." + load_catalog().instance(d.instance_type).family
+    except InfragenError:
+        return [Check("deployment-set", "warn", f"{d.instance_type} is not in the catalog: its family's support for "
+                      "LowLatency deployment sets was not checked")]
+    body = call("ecs", "DescribeDeploymentSetSupportedInstanceTypeFamily",
+                {"RegionId": d.region, "Strategy": "LowLatency"})
+    supported = {f.strip() for f in str(body.get("InstanceTypeFamilies") or "").split(",") if f.strip()}
+    if family not in supported:
+        return [Check("deployment-set", "fail", f"{family} does not support LowLatency deployment sets in {d.region}; "
+                      "ECS refuses the multi-node replicas' placement",
+                      fix="plan an instance family that does (DescribeDeploymentSetSupportedInstanceTypeFamily, "
+                          "Strategy=LowLatency), or a single-node layout")]
+    return [Check("deployment-set", "ok", f"{family} supports LowLatency deployment sets ({d.nodes_per_replica} "
+                  f"nodes per replica, at most {LOW_LATENCY_MAX_INSTANCES})")]
 
 
 def zone_stock(call: Api, region: str, instance_type: str, *, spot: bool) -> dict[str, str]:

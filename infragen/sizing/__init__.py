@@ -155,7 +155,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     boot, boot_warnings = bootstrap.select_bootstrap(
         cloud=c.cloud, engine=lay.engine, engine_version=engine_version, gpu_count=inst.gpu_count,
         erdma=lay.nodes_per_replica > 1 and inst.rdma == "erdma", nodes=c.nodes, weights_source=source,
-        hf_endpoint=spec.hf_endpoint)
+        hf_endpoint=spec.hf_endpoint, family=inst.family)
     warnings.extend(boot_warnings)
     download_mbit_s = boot.download_mbit_s if boot else None
     storage = resources.select_storage(c.cloud, weights_total_gib, inst.local_nvme_count, inst.local_nvme_gib)

@@ -14,13 +14,17 @@ INTERNET_SOURCES = frozenset({"huggingface", "modelscope"})
 
 
 def select_bootstrap(*, cloud: str, engine: str, engine_version: str, gpu_count: int, erdma: bool, nodes: int,
-                     weights_source: str, hf_endpoint: str | None,
+                     weights_source: str, hf_endpoint: str | None, family: str | None = None,
                      data: AlicloudNodeData | None = None) -> tuple[BootstrapPlan | None, list[str]]:
     """The plan's bootstrap part (None when the defaults serve) and the warnings that go with it."""
     warnings: list[str] = []
     if cloud != "alicloud":
         return (BootstrapPlan(hf_endpoint=hf_endpoint) if hf_endpoint else None), warnings
     node = data or load_alicloud_node()
+    gated = node.sales_gated_families.get(family or "")
+    if gated:
+        warnings.append(f"Alibaba sells the {family} family only on request ({gated}): make sure the account has it "
+                        "before deploying (`infragen preflight` shows whether its zones sell it to you)")
     driver = None
     if gpu_count > 0:
         row = select_gpu_driver(node, engine, engine_version)

@@ -67,6 +67,21 @@ def test_a_driver_plan_missing_what_its_method_runs_is_refused() -> None:
         GpuDriverPlan(driver_version="580.1", method="ubuntu-archive", ubuntu_drivers_id="nvidia:580; reboot")
 
 
+def test_sales_gated_families_are_flagged_in_the_plan() -> None:
+    """gn8v is sold on request only (Alibaba's GPU instance-family page): the plan says so; gn7i carries no flag."""
+    _, warnings = select_bootstrap(cloud="alicloud", engine="vllm", engine_version="0.34.0", gpu_count=8,
+                                   erdma=True, nodes=2, weights_source="modelscope", hf_endpoint=None,
+                                   family="gn8v")
+    assert any("gn8v family only on request" in w and "contact Alibaba Cloud sales" in w for w in warnings)
+    _, plain = select_bootstrap(cloud="alicloud", engine="vllm", engine_version="0.34.0", gpu_count=1, erdma=False,
+                                nodes=1, weights_source="modelscope", hf_endpoint=None, family="gn7i")
+    assert not any("on request" in w for w in plain)
+    plan = plan_file(ROOT / "examples" / "ali-multinode.yaml")
+    family = plan.deployment.instance_type.split(".")[1].split("-")[0]
+    assert family in load_alicloud_node().sales_gated_families
+    assert any(f"{family} family only on request" in w for w in plan.warnings)
+
+
 def test_every_pinned_engine_release_has_its_cuda_recorded() -> None:
     from infragen.catalog.engines import VLLM_VERSION
 

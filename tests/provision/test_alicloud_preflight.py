@@ -100,6 +100,8 @@ def ready(plan: Plan | None = None, **overrides: Handler) -> Recorded:
             "KeyId": p["KeyId"], "KeyState": "Enabled", "KeySpec": "Aliyun_AES_256", "KeyUsage": "ENCRYPT/DECRYPT",
             "DKMSInstanceId": KMS["infragen:kmsInstanceId"]}},
         "DescribeSecret": not_found(),
+        "DescribeDeploymentSetSupportedInstanceTypeFamily": lambda _: {
+            "RequestId": "r", "InstanceTypeFamilies": "ecs.ebmgn8v,ecs.ebmgn7ex,ecs.gn8v,ecs.ebmgn8is"},
     }
     return Recorded(**{**handlers, **overrides})
 
@@ -168,6 +170,32 @@ def test_zones_sold_out_everywhere_or_in_the_configured_zone_fail() -> None:
     assert zones.fix is not None and f"{d.region}-h" in zones.fix
     low = ready(plan, DescribeAvailableResource=lambda _: stock(d.instance_type, {f"{d.region}-h": "ClosedWithStock"}))
     assert by_name(run_preflight(target(plan), clients=low), "zones")[0].status == "warn"
+
+
+def test_zone_fix_lists_zones_with_stock_best_first() -> None:
+    plan = make_plan("single", "alicloud")
+    d = plan.deployment
+    api = ready(plan, DescribeAvailableResource=lambda _: stock(d.instance_type, {
+        f"{d.region}-b": "ClosedWithStock", f"{d.region}-g": "WithoutStock", f"{d.region}-k": "WithStock"}))
+    zones = by_name(run_preflight(target(plan, {"infragen:nodeZones": [f"{d.region}-g"]}), clients=api), "zones")[0]
+    assert zones.status == "fail" and zones.fix is not None
+    assert zones.fix.endswith(f"{d.region}-k, {d.region}-b>")  # WithStock before ClosedWithStock; sold out left out
+
+
+def test_multinode_plans_need_a_family_with_lowlatency_deployment_sets() -> None:
+    plan = make_plan("multinode", "alicloud")
+    assert plan.network.placement == "cluster"
+    family = "ecs." + plan.deployment.instance_type.split(".")[1]
+    ok = by_name(run_preflight(target(plan), clients=ready(plan)), "deployment-set")
+    assert [c.status for c in ok] == ["ok"] and family in ok[0].detail
+    refused = ready(plan, DescribeDeploymentSetSupportedInstanceTypeFamily=lambda _: {
+        "RequestId": "r", "InstanceTypeFamilies": "ecs.i2g,ecs.i1"})
+    check = by_name(run_preflight(target(plan), clients=refused), "deployment-set")[0]
+    assert check.status == "fail" and "does not support LowLatency" in check.detail
+    single = make_plan("single", "alicloud")
+    api = ready(single)
+    assert not by_name(run_preflight(target(single), clients=api), "deployment-set")
+    assert not any(a == "DescribeDeploymentSetSupportedInstanceTypeFamily" for _, a, _ in api.calls)
 
 
 def test_image_pinned_must_exist_match_the_arch_and_take_hardened_metadata() -> None:
