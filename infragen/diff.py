@@ -50,7 +50,24 @@ _ROWS: tuple[_Row, ...] = (
          lambda p: p.estimate.capacity_requests_per_s * p.deployment.replicas),
     _Row("Utilisation at peak", "fraction", lambda p: p.estimate.utilisation),
     _Row("Monthly cost", "usd", lambda p: p.cost.usd_per_month),
+    _Row("Monthly cost at the daily profile", "usd",
+         lambda p: p.scaling.usd_per_month_at_profile if p.scaling else None),
+    *(_Row(f"Bill: {label}", "usd", lambda p, item=item: _bill_line(p, item)) for item, label in (
+        ("load-balancer", "load balancer"), ("nat-gateway", "NAT gateway"), ("model-download", "model downloads"),
+        ("block-storage", "block storage"), ("cross-zone", "cross-zone traffic"), ("egress", "egress"))),
+    _Row("Whole bill at peak (month)", "usd", lambda p: p.bill.usd_per_month_at_peak if p.bill else None),
+    _Row("$ per 1M output tokens at peak", "usd",
+         lambda p: p.bill.usd_per_million_output_tokens_at_peak if p.bill else None),
+    _Row("$ per 1M output tokens at the average", "usd",
+         lambda p: p.bill.usd_per_million_output_tokens_at_average if p.bill else None),
 )
+
+
+def _bill_line(p: Plan, item: str) -> float | None:
+    """One priced line of the plan's bill (None without a bill or a price)."""
+    if p.bill is None:
+        return None
+    return next((x.usd_per_month_at_peak for x in p.bill.lines if x.item == item), None)
 
 
 #: DeploymentPlan fields the rows above show (the others, e.g. cpu_arch, are listed under "other changes").
@@ -126,14 +143,16 @@ def diff_plans(base: Plan | None, new: Plan | None) -> PlanDiff:
     if base is None and new is None:
         raise InputError("nothing to compare: neither a base plan nor a new plan was given")
     rows = tuple(
-        FieldChange(r.label, r.kind, r.read(base) if base else None, r.read(new) if new else None) for r in _ROWS
+        c for c in (FieldChange(r.label, r.kind, r.read(base) if base else None, r.read(new) if new else None)
+                    for r in _ROWS)
+        if c.before is not None or c.after is not None  # a part neither plan has (no profile, no bill) is no row
     )
     other: list[str] = []
     if base is not None and new is not None:
         covered = {*(f"deployment.{f}" for f in _DEPLOYMENT_ROWS), "estimate.ttft_ms", "estimate.tpot_ms",
                    "estimate.capacity_requests_per_s",
                    "estimate.utilisation", "cost.usd_per_month", "engine.name", "engine.version",
-                   "engine.max_model_len", "model.id"}
+                   "engine.max_model_len", "model.id", "bill", "scaling.usd_per_month_at_profile"}
         other = [p for p in _changed_paths(base.model_dump(mode="json", exclude={"digest"}),
                                            new.model_dump(mode="json", exclude={"digest"}))
                  if not any(p == c or p.startswith(c + ".") for c in covered)]

@@ -438,6 +438,54 @@ class ScalingPlan(_Frozen):
     """How these figures were derived."""
 
 
+BillItem = Literal["instances", "load-balancer", "nat-gateway", "model-download", "block-storage", "cross-zone",
+                   "egress"]
+
+
+class BillLine(_Frozen):
+    """One line of the monthly bill."""
+
+    item: BillItem
+    """What is billed."""
+    usd_per_month_at_peak: float | None
+    """Monthly cost with the peak fleet all day; None when a price is missing (see `unpriced`)."""
+    usd_per_month_at_profile: float | None
+    """Monthly cost when the fleet follows the daily profile; None without a profile or a price."""
+    quantity: Text
+    """What is counted (units, hours, GB)."""
+    price_source: Text
+    """The unit prices used, each with its source and date."""
+    unpriced: Text = ""
+    """Why (part of) the line has no price; empty when fully priced."""
+
+
+class BillPlan(_Frozen):
+    """The whole monthly bill (730 h) and what a million tokens cost."""
+
+    lines: list[BillLine] = Field(max_length=16)
+    """Instances, load balancer, NAT gateway, model downloads, block storage, cross-zone traffic, egress."""
+    usd_per_month_at_peak: float
+    """Sum of the priced lines at the peak."""
+    usd_per_month_at_profile: float | None
+    """Sum of the priced lines at the daily profile; None without one."""
+    unpriced: list[BillItem] = Field(default_factory=list, max_length=16)
+    """Lines left out of the sums (wholly or partly) for want of a cited price."""
+    request_bytes: int = Field(ge=0)
+    """Bytes one request sends (prompt)."""
+    response_bytes: int = Field(ge=0)
+    """Bytes one response sends back (streamed)."""
+    usd_per_million_output_tokens_at_peak: float | None
+    """The bill at the peak per million output tokens served at the peak."""
+    usd_per_million_tokens_at_peak: float | None
+    """The same per million prompt + output tokens."""
+    usd_per_million_output_tokens_at_average: float | None
+    """The bill at the profile per million output tokens served at the profile's average; None without one."""
+    usd_per_million_tokens_at_average: float | None
+    """The same per million prompt + output tokens."""
+    method: Text
+    """What is assumed."""
+
+
 class SecretsPlan(_Frozen):
     """Names (never values) of the secrets the nodes read at boot."""
 
@@ -501,12 +549,14 @@ class Plan(_Frozen):
     """Driver install and download mirrors; None (and absent from the JSON) when the defaults serve."""
     scaling: ScalingPlan | None = None
     """Traffic over a day and autoscaling; None (and absent from the JSON) when the workload gives no daily shape."""
+    bill: BillPlan | None = None
+    """The whole monthly bill and the cost per million tokens; None (and absent) for plans made without it."""
 
     @model_serializer(mode="wrap")
     def _drop_absent_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # An optional part that does not apply is left out, so plans without it keep their digests.
         data: dict[str, Any] = handler(self)
-        for part in ("bootstrap", "scaling"):
+        for part in ("bootstrap", "scaling", "bill"):
             if data.get(part, "") is None:
                 del data[part]
         return data

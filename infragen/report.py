@@ -62,6 +62,38 @@ def _day_lines(plan: Plan) -> list[str]:
     return lines
 
 
+_BILL_LABELS = {"instances": "instances", "load-balancer": "load balancer", "nat-gateway": "NAT gateway",
+                "model-download": "model downloads", "block-storage": "block storage", "cross-zone": "cross-zone",
+                "egress": "egress"}
+
+
+def _per_million(x: float | None) -> str:
+    return "n/a" if x is None else f"${x:,.2f}"
+
+
+def _bill_headline(plan: Plan) -> str:
+    b = plan.bill
+    assert b is not None
+    at_profile = "" if b.usd_per_month_at_profile is None else f", {_money(b.usd_per_month_at_profile)} at the profile"
+    average = ("" if b.usd_per_million_output_tokens_at_average is None else
+               f", {_per_million(b.usd_per_million_output_tokens_at_average)} at the profile's average")
+    return (f"{_money(b.usd_per_month_at_peak)}/month at peak{at_profile}; "
+            f"{_per_million(b.usd_per_million_output_tokens_at_peak)} per 1M output tokens at peak "
+            f"({_per_million(b.usd_per_million_tokens_at_peak)} per 1M tokens){average}")
+
+
+def _bill_lines(plan: Plan) -> list[str]:
+    """The whole bill, one priced line per item (present when the plan carries a bill)."""
+    b = plan.bill
+    if b is None:
+        return []
+    items = " | ".join(f"{_BILL_LABELS[x.item]} {_money(x.usd_per_month_at_peak)}" for x in b.lines)
+    lines = [f"Bill:       {_bill_headline(plan)}", f"            {items}"]
+    if b.unpriced:
+        lines.append("            unpriced (no cited price): " + ", ".join(_BILL_LABELS[x] for x in b.unpriced))
+    return lines
+
+
 def _more(plan: Plan, limit: int | None) -> int:
     """Priced alternatives left out of the table."""
     return 0 if limit is None else max(0, sum(not _unpriced(a) for a in plan.alternatives) - limit)
@@ -87,6 +119,7 @@ def render_text(plan: Plan, rows: int | None = None) -> str:
         f"Cost:       {_cost(plan)} at {c.pricing} (on-demand {_money(c.on_demand_usd_per_month)}, "
         f"spot {_money(c.spot_usd_per_month)}); {c.price_source}",
         *_day_lines(plan),
+        *_bill_lines(plan),
         f"Storage:    {s.kind} for {s.required_gib} GiB"
         + (f" ({s.volume_gib} GiB {s.volume_type})" if s.kind == "volume" else f" ({s.nvme_devices} NVMe)"),
         f"Network:    RDMA {plan.network.rdma}, placement {plan.network.placement}, LB {plan.network.load_balancer}",
@@ -137,6 +170,7 @@ def render_markdown(plan: Plan, rows: int | None = None) -> str:
         f"| cost | {_cost(plan)} {c.pricing}; on-demand {_money(c.on_demand_usd_per_month)}, "
         f"spot {_money(c.spot_usd_per_month)} |",
         *_day_rows(plan),
+        *([f"| whole bill | {_bill_headline(plan)} |"] if plan.bill else []),
         f"| digest | `{plan.digest}` |",
         "",
         "| " + " | ".join(h or "chosen" for h in HEADER) + " |",
@@ -146,6 +180,11 @@ def render_markdown(plan: Plan, rows: int | None = None) -> str:
     more = _more(plan, rows)
     if more:
         out += ["", f"{more} more instance types not shown (`infragen plan --all`)."]
+    if plan.bill:
+        out += ["", "| bill line | $/month at peak | at the profile | what | price |", "|---|---|---|---|---|",
+                *[f"| {_BILL_LABELS[x.item]} | {_money(x.usd_per_month_at_peak)} | "
+                  f"{_money(x.usd_per_month_at_profile)} | {x.quantity.replace('|', '/')} | "
+                  f"{(x.unpriced or x.price_source).replace('|', '/')} |" for x in plan.bill.lines]]
     unpriced = [a for a in plan.alternatives if _unpriced(a)]
     if unpriced:
         out += ["", f"Unpriced ({NO_PRICE}): " + ", ".join(f"`{a.instance_type}` in {a.region}" for a in unpriced)]

@@ -116,6 +116,9 @@ class TrafficSpec(_Strict):
     bounds and the monthly cost at this profile. None = no daily shape."""
     time_zone: TimeZoneName = "UTC"
     """IANA time zone the hours of `hourly_profile` are in (`Europe/Berlin`); scheduled scaling uses it."""
+    response_bytes: Annotated[PositiveInt, Field(le=MAX_TOKENS * 1000)] | None = None
+    """Average bytes one response sends to the client (the bill's egress and load-balancer traffic). None = 64 bytes
+    per output token (a streamed response: one JSON chunk per token)."""
 
     @field_validator("hourly_profile")
     @classmethod

@@ -64,7 +64,21 @@ def plan_exports(plan: Plan) -> dict[str, Any]:
         "replicas": plan.deployment.replicas,
         "nodes": plan.deployment.nodes,
         "monthly_cost_usd": round(plan.cost.usd_per_month, 2),
+        **_bill_exports(plan),
     }
+
+
+def _bill_exports(plan: Plan) -> dict[str, Any]:
+    """The bill's breakdown (None = no cited price) and the cost per token, when the plan carries them."""
+    out: dict[str, Any] = {}
+    if plan.bill is not None:
+        out["bill_usd_per_month"] = {line.item: line.usd_per_month_at_peak for line in plan.bill.lines}
+        out["bill_total_usd_per_month"] = plan.bill.usd_per_month_at_peak
+        out["usd_per_million_output_tokens"] = plan.bill.usd_per_million_output_tokens_at_peak
+    if plan.scaling is not None:
+        out["monthly_cost_at_profile_usd"] = plan.scaling.usd_per_month_at_profile
+        out["replicas_min_max"] = [plan.scaling.min_replicas, plan.scaling.max_replicas]
+    return out
 
 
 def engine_ports(plan: Plan) -> list[int]:

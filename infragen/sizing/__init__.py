@@ -12,6 +12,7 @@ from infragen import __version__
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog, load_catalog
 from infragen.catalog.engines import pinned_version
+from infragen.catalog.services import load_service_prices
 from infragen.plan import (
     CostPlan,
     DeploymentPlan,
@@ -26,7 +27,7 @@ from infragen.plan import (
     SecretsPlan,
     StoragePlan,
 )
-from infragen.sizing import bootstrap, daily, engine_args, explain, queueing, resources
+from infragen.sizing import bill, bootstrap, daily, engine_args, explain, queueing, resources
 from infragen.sizing.estimate import (
     estimate,
     estimate_memory,
@@ -100,7 +101,8 @@ def plan_workload(spec: WorkloadSpec, *, catalog: Catalog, model: ModelArchitect
     if not feasible:
         raise explain.infeasible(spec, model, catalog, estimator, result)
     chosen = feasible[0]
-    return _build_plan(spec, model, workload_name, chosen, result)
+    plan = _build_plan(spec, model, workload_name, chosen, result)
+    return plan.model_copy(update={"bill": bill.select_bill(plan, spec.traffic, load_service_prices())})
 
 
 def _weights(spec: WorkloadSpec, model: ModelArchitecture, precision: str) -> tuple[str, str, str | None, list[str]]:
