@@ -20,6 +20,7 @@ from typing import Any
 from infragen.diff import PlanDiff, diff_plans, format_change, format_usd, render_diff_markdown
 from infragen.errors import InfragenError, InputError, UnknownNameError
 from infragen.plan import Plan, load_plan
+from infragen.present.mermaid import cost_chart
 
 #: Hidden first line of the sticky comment; the workflow finds (and edits) the comment carrying it.
 MARKER = "<!-- infragen-plan -->"
@@ -288,6 +289,9 @@ def _stack_section(r: StackReport, *, full_plans: bool) -> list[str]:
             lines += [f"Planning on the {side} failed:", "", "```", outcome.error.strip(), "```", ""]
     if r.diff is not None:
         lines += [render_diff_markdown(r.diff).strip(), ""]
+    chart = cost_chart(r.head.plan) if r.head.plan is not None else ""
+    if chart:
+        lines += [chart.strip(), ""]
     if full_plans and r.head.markdown:
         lines += _details("Full plan on this PR", r.head.markdown)
     return lines

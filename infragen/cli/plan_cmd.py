@@ -14,9 +14,11 @@ TOP_ROWS = 10
 
 @click.command()
 @click.argument("workload", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "markdown"]), default="table",
-              show_default=True, help="Output format (markdown is for pull-request comments).")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Also write the plan JSON here.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "yaml", "markdown", "html"]),
+              default="table", show_default=True,
+              help="Output format (markdown is for pull-request comments; html is a self-contained report page).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Also write the plan JSON here (with --format html: write the report page here instead).")
 @click.option("--prices", type=click.Path(path_type=Path), default=None,
               help="YAML file of your own hourly prices (`prices: [{instance_type, region, on_demand_usd_per_hour}]`);"
                    " added to the workload's `prices:`, recorded in the plan.")
@@ -39,6 +41,15 @@ def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None, show_a
         click.echo(explain_file(workload, explain_type, prices=prices))
         return
     result = plan_file(workload, prices=prices)
+    if fmt == "html":
+        from infragen.present.html import render_html
+
+        page = render_html(result)
+        if out is not None:
+            write_text_file(out, page)
+        else:
+            click.echo(page, nl=False)
+        return
     if out is not None:
         write_text_file(out, result.to_json())
     if fmt == "json":
