@@ -13,6 +13,7 @@ import pulumi_aws as aws
 
 from infragen.errors import InputError
 from infragen.plan import Plan, SecretsPlan
+from infragen.provision.aws.autoscaling import attach_autoscaling, scales
 from infragen.provision.aws.compute import Compute, ComputeArgs, UserDataRenderer
 from infragen.provision.aws.layout import (
     USER_DATA_MAX_BYTES,
@@ -99,7 +100,12 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
         target_ports=ports, render_user_data=checked, tags=tags, image_id=aws_options.image_id,
         capacity_reservation_id=aws_options.capacity_reservation_id, capacity_block=aws_options.capacity_block),
         pulumi.ResourceOptions(provider=provider, depends_on=[secrets]))
+    scaling = (attach_autoscaling(stem, plan, compute.groups[0], load_balancer_arn=lb.lb.arn,
+                                  target_group_arns=[t.arn for t in lb.target_groups],
+                                  opts=pulumi.ResourceOptions(provider=provider, parent=compute))
+               if scales(plan) else [])
     return {
+        "autoscaling_resources": [r.urn for r in scaling],
         "endpoint": lb.endpoint,
         "vpc_id": network.vpc.id,
         "load_balancer_dns": lb.lb.dns_name,

@@ -16,6 +16,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infragen.plan import Plan
+from infragen.provision.aws.autoscaling import group_bounds
 from infragen.provision.aws.layout import (
     DATA_DEVICE_NAME,
     LIFECYCLE_HOOK_NAME,
@@ -230,9 +231,12 @@ class Compute(pulumi.ComponentResource):
             heartbeat_timeout=heartbeat, default_result="ABANDON")] if serving else None
         # A group of one (a head) launches its replacement before terminating the old node.
         healthy = (100, 200) if count == 1 else (50, 100)
+        # The serving group of single-node replicas follows the plan's daily view (autoscaling.py); the scaler owns
+        # its desired capacity from then on.
+        low, high, desired = group_bounds(plan, count) if serving else (count, count, count)
         return aws.autoscaling.Group(
             name,
-            min_size=count, max_size=count, desired_capacity=count,
+            min_size=low, max_size=high, desired_capacity=desired,
             vpc_zone_identifiers=subnet_ids,
             target_group_arns=target_groups or None,
             health_check_type="ELB" if serving else "EC2",
@@ -248,5 +252,6 @@ class Compute(pulumi.ComponentResource):
                     instance_warmup=str(POST_HOOK_GRACE_S if serving else plan.network.health_check_grace_s))),
             tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
                   for k, v in sorted(args.tags.items())],
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self,
+                                        ignore_changes=["desired_capacity"] if low != high else None),
             **capacity)
