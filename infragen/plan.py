@@ -464,8 +464,8 @@ class BillPlan(_Frozen):
 
     lines: list[BillLine] = Field(max_length=16)
     """Instances, load balancer, NAT gateway, model downloads, block storage, cross-zone traffic, egress."""
-    usd_per_month_at_peak: float
-    """Sum of the priced lines at the peak."""
+    usd_per_month_at_peak: float | None
+    """Sum of the priced lines at the peak; None when the instances have no price."""
     usd_per_month_at_profile: float | None
     """Sum of the priced lines at the daily profile; None without one."""
     unpriced: list[BillItem] = Field(default_factory=list, max_length=16)

@@ -68,7 +68,7 @@ _BILL_LABELS = {"instances": "instances", "load-balancer": "load balancer", "nat
 
 
 def _per_million(x: float | None) -> str:
-    return "n/a" if x is None else f"${x:,.2f}"
+    return "n/a" if x is None else f"${x:,.2f}" if x >= 0.1 else f"${x:.4f}"
 
 
 def _bill_headline(plan: Plan) -> str:

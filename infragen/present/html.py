@@ -110,10 +110,10 @@ def _bill(plan: Plan) -> str:
         f"<tr><td>{escape(x.item)}</td><td class=num>{_money(x.usd_per_month_at_peak)}</td>"
         f"<td class=num>{_money(x.usd_per_month_at_profile)}</td><td>{escape(x.quantity)}</td>"
         f"<td class=muted>{escape(x.unpriced or x.price_source)}</td></tr>" for x in b.lines)
-    per_token = (f"${b.usd_per_million_output_tokens_at_peak:,.2f} per 1M output tokens at peak"
+    per_token = (f"${b.usd_per_million_output_tokens_at_peak:,.4g} per 1M output tokens at peak"
                  if b.usd_per_million_output_tokens_at_peak is not None else "")
     if b.usd_per_million_output_tokens_at_average is not None:
-        per_token += f", ${b.usd_per_million_output_tokens_at_average:,.2f} at the profile's average"
+        per_token += f", ${b.usd_per_million_output_tokens_at_average:,.4g} at the profile's average"
     return (f"<p><b>{_money(b.usd_per_month_at_peak)}/month</b> at peak"
             + ("" if b.usd_per_month_at_profile is None else f", {_money(b.usd_per_month_at_profile)} at the profile")
             + f"; {per_token}.</p><table class=bill><tr><th>line</th><th>at peak</th><th>at the profile</th>"

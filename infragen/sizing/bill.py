@@ -57,8 +57,10 @@ def select_bill(plan: Plan, traffic: TrafficSpec, prices: ServicePrices) -> Bill
         _storage(plan, price),
         _egress(price, rps, response_bytes, average),
     ]
-    peak = sum(x.usd_per_month_at_peak or 0.0 for x in lines)
-    profile = None if sc is None else sum(x.usd_per_month_at_profile or 0.0 for x in lines)
+    # Without the instances' price the bill has no meaningful total (the rest is a few percent of it).
+    priced = lines[0].usd_per_month_at_peak is not None
+    peak = sum(x.usd_per_month_at_peak or 0.0 for x in lines) if priced else None
+    profile = None if sc is None or not priced else sum(x.usd_per_month_at_profile or 0.0 for x in lines)
     out_tokens = rps * traffic.output_tokens * SECONDS_PER_MONTH
     all_tokens = rps * (traffic.prompt_tokens + traffic.output_tokens) * SECONDS_PER_MONTH
 
@@ -66,7 +68,7 @@ def select_bill(plan: Plan, traffic: TrafficSpec, prices: ServicePrices) -> Bill
         return None if usd is None or tokens <= 0 else round(usd / tokens * 1e6, 4)
 
     return BillPlan(
-        lines=lines, usd_per_month_at_peak=round(peak, 2), usd_per_month_at_profile=_r(profile),
+        lines=lines, usd_per_month_at_peak=_r(peak), usd_per_month_at_profile=_r(profile),
         unpriced=[x.item for x in lines if x.unpriced], request_bytes=request_bytes, response_bytes=response_bytes,
         usd_per_million_output_tokens_at_peak=per_million(peak, out_tokens),
         usd_per_million_tokens_at_peak=per_million(peak, all_tokens),
