@@ -36,10 +36,8 @@ def _money(x: float | None) -> str:
 
 
 def _feasible(a: Alternative) -> bool:
-    """It meets every constraint and lost on cost or latency (a priced, sized candidate the planner ranked lower)."""
-    why = a.rejected_because
-    return a.usd_per_month is not None and a.replicas is not None and (
-        "more than the chosen" in why or why.startswith(("same price", "ranked after")))
+    """It meets every constraint and lost on cost or latency only (the planner's own verdict)."""
+    return a.feasible and a.usd_per_month is not None
 
 
 def candidate_points(plan: Plan) -> list[Point]:
