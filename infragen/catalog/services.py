@@ -16,9 +16,11 @@ from infragen.errors import DataError
 
 ServiceItem = Literal[
     "alb-hour", "alb-lcu-hour", "nlb-hour", "nlb-lcu-hour", "nat-hour", "nat-gb", "volume-gb-month",
-    "volume-iops-month", "volume-mb-per-s-month", "cross-zone-gb", "egress-gb",
+    "volume-iops-month", "volume-mb-per-s-month", "cross-zone-gb", "egress-gb", "s3-gateway-gb",
 ]
 ITEMS: frozenset[str] = frozenset(ServiceItem.__args__)  # type: ignore[attr-defined]
+#: Items whose cited price is zero (a free path the stack builds), so a $0 there is a fact, not a missing price.
+FREE_ITEMS: frozenset[str] = frozenset({"s3-gateway-gb"})
 
 
 @dataclass(frozen=True)
@@ -67,13 +69,16 @@ class ServicePrices:
 
 @cache
 def load_service_prices() -> ServicePrices:
-    """services.yaml, checked: known items, positive prices, a source and date on every row."""
+    """services.yaml, checked: known items, positive prices (zero only for FREE_ITEMS), a source and date."""
     text = resources.files("infragen.catalog").joinpath("data/services.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(text)
     rows = []
     for i, row in enumerate(data["prices"]):
-        if row.get("item") not in ITEMS or not row.get("source") or not row.get("as_of") or not row.get("usd", 0) > 0:
-            raise DataError(f"services.yaml: prices[{i}] needs a known item, a positive usd, a source and an as_of")
+        usd = row.get("usd", -1)
+        priced = usd > 0 or (usd == 0 and row.get("item") in FREE_ITEMS)
+        if row.get("item") not in ITEMS or not row.get("source") or not row.get("as_of") or not priced:
+            raise DataError(f"services.yaml: prices[{i}] needs a known item, a positive usd (0 only for "
+                            f"{', '.join(sorted(FREE_ITEMS))}), a source and an as_of")
         rows.append(ServicePrice(row["cloud"], row["item"], frozenset(row["regions"]), float(row["usd"]),
                                  row["unit"], row["source"], str(row["as_of"])))
     units = {(u["cloud"], u["load_balancer"]): CapacityUnit(float(u["new_connections_per_s"]),

@@ -31,7 +31,8 @@ METHOD = (
     "730-hour month; requests/s = the peak (closed loop: output tokens/s / output tokens), each request opening "
     "one connection (no keep-alive: the upper bound); request bytes = 32 x prompt tokens, response bytes = "
     "traffic.response_bytes or 64 x output tokens; model downloads: one per node launch (the peak fleet once, the "
-    "profile's daily scale-ups every day) through the NAT gateway; egress at the first 10 TB/month tier (an upper "
+    "profile's daily scale-ups every day) through the NAT gateway (s3:// on AWS: the free gateway endpoint); "
+    "egress at the first 10 TB/month tier (an upper "
     "bound above it); package installs and logs are not counted"
 )
 
@@ -152,6 +153,11 @@ def _downloads(plan: Plan, price: Callable[[str], ServicePrice | None]) -> list[
     at_peak, at_profile = _launches(plan)
     profiled = plan.scaling is not None
     nat_gb, cross = price("nat-gb"), price("cross-zone-gb")
+    # The AWS stack reaches S3 through a gateway endpoint (provision/aws/network.py), not the NAT gateway, and S3 is
+    # regional: neither NAT processing nor a zone crossing is billed for a same-region bucket.
+    gateway = price("s3-gateway-gb") if plan.model.weights_source == "s3" else None
+    if gateway is not None:
+        nat_gb = cross = gateway
     nat_usd = None if nat_gb is None else nat_gb.usd * gb
     # Nodes in the other AZ fetch through the NAT gateway in the first: both sides of the zone crossing are billed.
     share = (NODE_ZONES - 1) / NODE_ZONES
@@ -162,6 +168,16 @@ def _downloads(plan: Plan, price: Callable[[str], ServicePrice | None]) -> list[
 
     what = (f"{gb:.1f} GB of weights x {at_peak} node launch(es)"
             + (f" (with the profile {at_profile:.0f} a month)" if at_profile is not None else ""))
+    if gateway is not None:
+        path = (" through the S3 gateway endpoint (a bucket in the stack's region; another region's bucket goes "
+                "through the NAT and is not priced here)")
+        return [
+            _line("model-download", times(nat_usd, at_peak), times(nat_usd, at_profile), what + path, [gateway],
+                  profiled=profiled),
+            _line("cross-zone", times(cross_usd, at_peak), times(cross_usd, at_profile),
+                  "none: S3 is regional, so weights through the gateway endpoint cross no zone", [gateway],
+                  profiled=profiled),
+        ]
     return [
         _line("model-download", times(nat_usd, at_peak), times(nat_usd, at_profile), what + " through the NAT",
               [nat_gb], profiled=profiled),

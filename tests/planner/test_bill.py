@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infragen.catalog.services import ITEMS, load_service_prices
+from infragen.catalog.services import FREE_ITEMS, ITEMS, load_service_prices
 from infragen.diff import diff_plans, render_diff_markdown
 from infragen.report import render_markdown, render_text
 from infragen.sizing import bill, plan_file
@@ -22,7 +22,8 @@ def test_every_service_price_is_cited_and_dated() -> None:
     prices = load_service_prices()
     assert prices.rows and {r.item for r in prices.rows} <= ITEMS
     for row in prices.rows:
-        assert row.usd > 0 and len(row.source) > 20 and row.as_of[:2] == "20" and row.regions
+        assert row.usd > 0 or row.item in FREE_ITEMS
+        assert len(row.source) > 20 and row.as_of[:2] == "20" and row.regions
     for cloud, lb in (("aws", "alb"), ("aws", "nlb"), ("alicloud", "alb")):
         unit = prices.capacity_unit(cloud, lb)
         assert unit is not None and unit.source
@@ -61,6 +62,21 @@ def test_aws_bill_lines_are_exact_arithmetic_on_cited_prices() -> None:
     assert b.usd_per_million_tokens_at_peak == pytest.approx(total / (out_tokens * 3) * 1e6, rel=1e-3)
     for x in b.lines[1:]:  # the instances line cites the catalog (here the factory's fixture)
         assert "as of" in x.price_source
+
+
+def test_s3_weights_on_aws_come_through_the_gateway_endpoint_not_the_nat() -> None:
+    """The AWS stack routes S3 through a free gateway endpoint (provision/aws/network.py): no NAT or zone charge."""
+    plan = make_plan("single", "aws")
+    s3 = plan.model_copy(update={"model": plan.model.model_copy(
+        update={"weights_source": "s3", "weights_uri": "s3://bucket/models/m"})})
+    traffic = TrafficSpec(peak_requests_per_s=10)
+    via_nat = {x.item: x for x in bill.select_bill(plan, traffic, load_service_prices()).lines}
+    lines = {x.item: x for x in bill.select_bill(s3, traffic, load_service_prices()).lines}
+    assert via_nat["model-download"].usd_per_month_at_peak > 0  # huggingface: through the NAT
+    for item in ("model-download", "cross-zone"):
+        assert lines[item].usd_per_month_at_peak == 0 and not lines[item].unpriced
+        assert "gateway endpoint" in lines[item].quantity and "no additional charge" in lines[item].price_source
+    assert lines["nat-gateway"].usd_per_month_at_peak == via_nat["nat-gateway"].usd_per_month_at_peak
 
 
 def test_a_response_size_sets_the_egress() -> None:
