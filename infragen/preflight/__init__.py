@@ -57,6 +57,18 @@ class PreflightTarget:
         value = self.setting(key)
         return isinstance(value, dict) and bool(value.get("secure"))
 
+    def secret_config_checks(self) -> list[Check]:
+        """A named stack must hold the HF token and API key as secret config (both clouds' programs read them)."""
+        if self.stack is None:
+            return []
+        missing = [k for k in ("hfToken", "apiKey") if not self.has_secret(k)]
+        if not missing:
+            return []
+        return [Check("secrets", "fail", f"stack {self.stack} lacks secret config "
+                      + ", ".join(f"infragen:{k}" for k in missing),
+                      fix="; ".join(f"pulumi config set --stack {self.stack} --secret infragen:{k} ..."
+                                    for k in missing))]
+
 
 #: cloud -> (module, function). A backend is `function(target, clients) -> list[Check]`; `clients` is the
 #: backend's own test seam (None = the real SDK with the default credentials).

@@ -238,14 +238,7 @@ def _kms(target: PreflightTarget, call: Api) -> list[Check]:
 
 
 def _secrets(target: PreflightTarget, call: Api) -> list[Check]:
-    plan, out = target.plan, []
-    if target.stack is not None:
-        missing = [k for k in ("hfToken", "apiKey") if not target.has_secret(k)]
-        if missing:
-            out.append(Check("secrets", "fail", f"stack {target.stack} lacks secret config "
-                             + ", ".join(f"infragen:{k}" for k in missing),
-                             fix="; ".join(f"pulumi config set --stack {target.stack} --secret infragen:{k} ..."
-                                           for k in missing)))
+    plan, out = target.plan, target.secret_config_checks()
     for name in (plan.secrets.hf_token_name, plan.secrets.api_key_name):
         try:
             found = call("kms", "DescribeSecret", {"SecretName": name, "FetchTags": "true"})

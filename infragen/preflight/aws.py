@@ -148,14 +148,7 @@ def _image(target: PreflightTarget, client: ClientFactory) -> list[Check]:
 
 
 def _secrets(target: PreflightTarget, client: ClientFactory) -> list[Check]:
-    plan, out = target.plan, []
-    if target.stack is not None:
-        missing = [k for k in ("hfToken", "apiKey") if not target.has_secret(k)]
-        if missing:
-            out.append(Check("secrets", "fail", f"stack {target.stack} lacks secret config "
-                             + ", ".join(f"infragen:{k}" for k in missing),
-                             fix="; ".join(f"pulumi config set --stack {target.stack} --secret infragen:{k} ..."
-                                           for k in missing)))
+    plan, out = target.plan, target.secret_config_checks()
     sm = client("secretsmanager")
     # A stack's secrets carry its name (the AWS program's `plan.secrets.for_stack`); a plan file alone is
     # checked under the plan's own names.
