@@ -22,7 +22,7 @@ AttentionKind = Literal["mha", "gqa", "mqa", "mla"]
 class ModelArchitecture(BaseModel):
     """A decoder-only transformer, described the way Hugging Face `config.json` files describe it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: ModelId = "custom"
     """Canonical registry id (`llama-3.1-8b`); `custom` for an explicit architecture."""

@@ -59,7 +59,7 @@ MAX_PLAN_LIST = 500
 
 class _Frozen(BaseModel):
     # Plans are data from artifacts: typed strictly, finite and bounded numbers, no coercion of "5" to 5.
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True,
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True,
                               allow_inf_nan=False)
 
     @model_validator(mode="before")

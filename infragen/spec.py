@@ -79,7 +79,7 @@ HOURS_PER_DAY = 24
 class _Strict(BaseModel):
     # strict: YAML already types its scalars, so `true` is not 1 and "5" is not 5; no inf/nan figures.
     model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, strict=True, allow_inf_nan=False
+        extra="forbid", frozen=True, strict=True, allow_inf_nan=False
     )
 
 
@@ -465,7 +465,9 @@ def load_spec(path: Path | str) -> WorkloadSpec:
 
 def workload_json_schema() -> dict[str, Any]:
     """JSON Schema of workload.yaml, for editors (`# yaml-language-server: $schema=...`)."""
-    schema = WorkloadSpec.model_json_schema()
+    from infragen.fielddocs import document
+
+    schema = document(WorkloadSpec).model_json_schema()
     # These lists also accept a single value (see _as_list); say so, or editors flag `precision: int4-awq`.
     singles = [
         schema["properties"]["precision"],

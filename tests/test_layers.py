@@ -100,3 +100,14 @@ def test_importing_infragen_and_cli_is_cheap() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(PKG)))
+def test_no_model_parses_its_source_at_import(path: Path) -> None:
+    """`use_attribute_docstrings` makes pydantic tokenize and parse each model class's source when the module is
+    imported (a large share of `infragen plan`'s cold start); descriptions come from infragen.fielddocs on demand."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bad = [node.lineno for node in ast.walk(tree)
+           if isinstance(node, ast.keyword) and node.arg == "use_attribute_docstrings"]
+    assert not bad, f"{path.relative_to(PKG.parent)}:{bad}: use infragen.fielddocs.document(model) where a " \
+                    "description is read (schema, docs), not use_attribute_docstrings"

@@ -25,7 +25,7 @@ _CC = r"^\d+\.\d+$"
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class KernelRule(_Record):

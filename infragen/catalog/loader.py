@@ -38,7 +38,7 @@ DEFAULT_FX_SOURCE = "PBOC central parity of 2024-10-24 (7.1286 CNY per USD), as 
 
 
 class _File(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: Literal[1]
     """Version of this file's layout; bump it when a field changes meaning."""

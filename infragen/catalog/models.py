@@ -31,7 +31,7 @@ DATA_FILE = "models.yaml"
 class ModelRegistryFile(BaseModel):
     """`models.yaml`: the registry file."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: Literal[1]
     """Version of this file's layout."""

@@ -13,7 +13,7 @@ CpuArch = Literal["x86_64", "arm64"]
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Accelerator(_Record):

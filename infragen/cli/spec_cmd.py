@@ -16,6 +16,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from infragen.architecture import ModelArchitecture
+from infragen.fielddocs import document
 from infragen.spec import FamilyFilter, LimitsSpec, SloSpec, TrafficSpec, WorkloadSpec, load_spec, workload_json_schema
 
 
@@ -136,6 +137,7 @@ def _cell(text: str) -> str:
 
 
 def _table(model: type[BaseModel], prefix: str = "") -> list[str]:
+    document(model)
     rows = ["| field | type | default | meaning |", "|---|---|---|---|"]
     for name, info in model.model_fields.items():
         kind = _type_name(info.annotation) + _constraints(info)

@@ -22,7 +22,7 @@ MIN_FACTOR = 0.2
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class CalibrationInput(_Frozen):

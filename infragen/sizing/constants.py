@@ -17,7 +17,7 @@ PERFORMANCE_FILE = Path(__file__).resolve().parent.parent / "catalog" / "data" /
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class VllmMemoryConstants(_Frozen):
