@@ -239,7 +239,10 @@ def _kms(target: PreflightTarget, call: Api) -> list[Check]:
 
 def _secrets(target: PreflightTarget, call: Api) -> list[Check]:
     plan, out = target.plan, target.secret_config_checks()
-    for name in (plan.secrets.hf_token_name, plan.secrets.api_key_name):
+    # A stack's secrets carry its name (the Alibaba program's `plan.secrets.for_stack`, as on AWS); a plan file
+    # alone is checked under the plan's own names.
+    names = plan.secrets.for_stack(target.stack) if target.stack is not None else plan.secrets
+    for name in (names.hf_token_name, names.api_key_name):
         try:
             found = call("kms", "DescribeSecret", {"SecretName": name, "FetchTags": "true"})
         except sdk_errors() as exc:  # only "not found" is an answer here; the rest go to the guard
@@ -252,6 +255,10 @@ def _secrets(target: PreflightTarget, call: Api) -> list[Check]:
             out.append(Check("secrets", "fail", f"{name} is scheduled for deletion, so the stack cannot create it",
                              fix=f"aliyun kms RestoreSecret --SecretName {name} (then delete it with "
                                  "ForceDeleteWithoutRecovery), or wait for the deletion"))
+        elif target.stack is not None and tags.get("infragen:stack") not in (None, target.stack):
+            out.append(Check("secrets", "fail", f"{name} belongs to stack {tags['infragen:stack']}; creating it "
+                             "again fails", fix=f"delete stack {tags['infragen:stack']}'s secret or deploy under "
+                             "another stack name"))
         elif tags.get("infragen:workload") == plan.workload:
             out.append(Check("secrets", "ok", f"{name}: exists, created by infragen for {plan.workload}"))
         else:

@@ -6,6 +6,7 @@ No Pulumi resources and no cloud SDK here; nothing here makes a sizing decision.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -16,7 +17,8 @@ from infragen.plan import Plan
 TAG_WORKLOAD = "infragen:workload"
 TAG_DIGEST = "infragen:plan-digest"
 TAG_MANAGED_BY = "infragen:managed-by"
-#: The Pulumi stack that created a resource (AWS): scopes a node's permissions and the secret names to its stack.
+#: The Pulumi stack that created a resource (both clouds): scopes a node's permissions and the secret names
+#: to its stack.
 TAG_STACK = "infragen:stack"
 #: Longest name stem; leaves room for a part (`-tg-8001`) and Pulumi's 8-char random suffix within
 #: the 32-character limit AWS puts on load balancer and target group names.
@@ -39,6 +41,20 @@ def name_stem(plan: Plan) -> str:
     """A short, DNS-safe stem for resource names, derived from the workload name."""
     stem = re.sub(r"[^a-z0-9]+", "-", plan.workload.lower()).strip("-")
     return (stem[:NAME_STEM_MAX_CHARS].rstrip("-")) or "infragen"
+
+
+#: Longest stack slug: a RAM role name (`<stem>-<slug>-node`) stays within Alibaba's 64 characters.
+STACK_SLUG_MAX_CHARS = 40
+
+
+def stack_slug(stack: str) -> str:
+    """The stack name as a resource-name part ([a-z0-9-], at most 40 characters); a name that had to change
+    (other characters, too long) gains 6 hex digits of its SHA-256, so two stacks never share a slug."""
+    slug = re.sub(r"[^a-z0-9]+", "-", stack.lower()).strip("-")
+    if slug == stack and len(slug) <= STACK_SLUG_MAX_CHARS:
+        return slug
+    digest = hashlib.sha256(stack.encode()).hexdigest()[:6]
+    return f"{slug[:STACK_SLUG_MAX_CHARS - 7].strip('-')}-{digest}".lstrip("-")
 
 
 def resource_name(plan: Plan, part: str) -> str:

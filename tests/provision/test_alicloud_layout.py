@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import Any
 
 import pytest
@@ -144,3 +145,15 @@ def test_internet_download_time_at_the_nat_eip_cap() -> None:
     assert seconds == pytest.approx(131.4 * 1024**3 * 8 / 200e6)
     oss = _plan_with(plan, model={"weights_source": "oss", "weights_uri": "oss://bucket/llama-70b"})
     assert internet_download_s(oss) is None
+
+
+def test_stack_slug_fits_ram_names_and_keeps_stacks_apart() -> None:
+    from infragen.provision.common import STACK_SLUG_MAX_CHARS, stack_slug
+
+    assert stack_slug("ali-chat-7b") == "ali-chat-7b"
+    odd = [stack_slug(s) for s in ("Prod_A", "prod-a", "prod.a", "x" * 80, "x" * 81)]
+    assert len(set(odd)) == len(odd), odd  # a changed name gains a digest of the original
+    for slug in odd:
+        assert re.fullmatch(r"[a-z0-9][a-z0-9-]*", slug) and len(slug) <= STACK_SLUG_MAX_CHARS, slug
+        # A RAM role name: <workload stem, 14> - <slug> -node, within Alibaba's 64 characters.
+        assert len(f"{'w' * 14}-{slug}-node") <= 64

@@ -243,19 +243,43 @@ def test_kms_instance_and_key_must_be_set_enabled_and_belong_together() -> None:
 def test_secret_names_taken_by_someone_else_or_being_deleted_fail() -> None:
     plan = make_plan("single", "alicloud")
 
+    names = plan.secrets.for_stack("ali-test")  # the stack's own names, as the Alibaba program creates them
+
     def secret(p: dict[str, Any]) -> dict[str, Any]:
-        if p["SecretName"] == plan.secrets.hf_token_name:
+        if p["SecretName"] == names.hf_token_name:
             return {"SecretName": p["SecretName"], "PlannedDeleteTime": "2026-12-10T00:00:00Z"}
         return {"SecretName": p["SecretName"], "Tags": {"Tag": [{"TagKey": "owner", "TagValue": "someone"}]}}
 
     checks = by_name(run_preflight(target(plan), clients=ready(plan, DescribeSecret=secret)), "secrets")
     assert [c.status for c in checks] == ["fail", "fail"]
     assert "scheduled for deletion" in checks[0].detail and "not created by infragen" in checks[1].detail
+    assert names.hf_token_name in checks[0].detail and names.api_key_name in checks[1].detail
     ours = ready(plan, DescribeSecret=lambda p: {"SecretName": p["SecretName"], "Tags": {"Tag": [
         {"TagKey": "infragen:workload", "TagValue": plan.workload}]}})
     assert all(c.status == "ok" for c in by_name(run_preflight(target(plan), clients=ours), "secrets"))
     unset = PreflightTarget(plan=plan, source="s", stack="s", config=KMS)
     assert "lacks secret config" in by_name(run_preflight(unset, clients=ready(plan)), "secrets")[0].detail
+
+
+def test_secrets_are_checked_under_the_stack_names() -> None:
+    """The stack's names are asked for (never the plan's stack-free ones); a secret under this stack's name that
+    another stack tagged as its own is a collision."""
+    plan = make_plan("single", "alicloud")
+    api = ready(plan)
+    checks = by_name(run_preflight(target(plan), clients=api), "secrets")
+    asked = [p["SecretName"] for _, a, p in api.calls if a == "DescribeSecret"]
+    names = plan.secrets.for_stack("ali-test")
+    assert asked == [names.hf_token_name, names.api_key_name] and all(c.status == "ok" for c in checks)
+    theirs = ready(plan, DescribeSecret=lambda p: {"SecretName": p["SecretName"], "Tags": {"Tag": [
+        {"TagKey": "infragen:workload", "TagValue": plan.workload},
+        {"TagKey": "infragen:stack", "TagValue": "other"}]}})
+    checks = by_name(run_preflight(target(plan), clients=theirs), "secrets")
+    assert [c.status for c in checks] == ["fail", "fail"] and "belongs to stack other" in checks[0].detail
+    # A plan file alone (no stack) is checked under the plan's own names.
+    api = ready(plan)
+    run_preflight(target(plan, stack=None), clients=api)
+    assert [p["SecretName"] for _, a, p in api.calls if a == "DescribeSecret"] == [
+        plan.secrets.hf_token_name, plan.secrets.api_key_name]
 
 
 def test_the_shared_nat_eip_download_warns_when_it_takes_hours() -> None:

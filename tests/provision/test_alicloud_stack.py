@@ -163,13 +163,17 @@ def test_nodes_accept_only_the_lb_vswitches_on_engine_ports(stack: tuple[Plan, A
 
 
 def test_secrets_live_only_in_kms(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
-    plan, mocks, _ = stack
+    plan, mocks, exports = stack
+    names = plan.secrets.for_stack("test")  # the mocks' stack name: two stacks of one workload never share
+    assert names.api_key_name == f"infragen/test/{plan.workload}/api-key"
     secrets = {r.inputs["secretName"]: r for r in mocks.of_type("kms/secret:Secret")}
-    assert set(secrets) == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+    assert set(secrets) == {names.hf_token_name, names.api_key_name}
+    assert exports["secret_names"] == [names.hf_token_name, names.api_key_name]
     for secret in secrets.values():  # KMS 3.0: the instance and its key, both (provider: required on KMS 3.0)
         assert secret.inputs["dkmsInstanceId"] == KMS_INSTANCE_ID and secret.inputs["encryptionKeyId"] == KMS_KEY_ID
-    assert SENTINEL_HF in dump(secrets[plan.secrets.hf_token_name].inputs["secretData"])
-    assert SENTINEL_SECRET in dump(secrets[plan.secrets.api_key_name].inputs["secretData"])
+        assert secret.inputs["tags"]["infragen:stack"] == "test"
+    assert SENTINEL_HF in dump(secrets[names.hf_token_name].inputs["secretData"])
+    assert SENTINEL_SECRET in dump(secrets[names.api_key_name].inputs["secretData"])
     for res in mocks.resources:
         if res.type == "alicloud:kms/secret:Secret":
             continue
@@ -178,6 +182,8 @@ def test_secrets_live_only_in_kms(stack: tuple[Plan, AliRun, dict[str, Any]]) ->
     for inst in mocks.of_type(INSTANCE):
         user_data = decoded_user_data(inst)
         assert SENTINEL_HF not in user_data and SENTINEL_SECRET not in user_data, inst.name
+        # The nodes read the stack's names (the renderer is handed them), never the plan's stack-free ones.
+        assert f"secrets={names.hf_token_name} {names.api_key_name}" in user_data, inst.name
 
 
 def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
@@ -190,7 +196,10 @@ def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliRun, dict[str,
     assert statement["Action"] == ["kms:GetSecretValue"]
     resources = statement["Resource"]
     assert len(resources) == 2 and not any("*" in r for r in resources)
-    assert {r.rsplit("secret/", 1)[1] for r in resources} == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+    names = plan.secrets.for_stack("test")
+    assert {r.rsplit("secret/", 1)[1] for r in resources} == {names.hf_token_name, names.api_key_name}
+    # RAM names are account-wide: the role and its policy carry the stack too.
+    assert role.inputs["roleName"].endswith("-test-node") and policy.inputs["policyName"].endswith("-test-read-secrets")
     # The secrets are encrypted with the configured KMS 3.0 key: the role may decrypt with that key only.
     assert decrypt == {"Effect": "Allow", "Action": ["kms:Decrypt"],
                        "Resource": [f"acs:kms:cn-hangzhou:123456789:key/{KMS_KEY_ID}"]}

@@ -96,9 +96,11 @@ def make_settings(*, hf: str = SENTINEL_HF, api_key: str = "", certificate: str 
                          certificate_arn=certificate, allowed_cidrs=allowed)
 
 
-def stand_in_renderer(plan: Any, role: str, *, head_address: str | None = None) -> str:
-    """A minimal cloud-config naming the role and head, for tests that look only at resources."""
-    return f"#cloud-config\n# role={role} head={head_address}\nruncmd: []\n"
+def stand_in_renderer(plan: Any, role: str, *, head_address: str | None = None, secrets: Any = None) -> str:
+    """A minimal cloud-config naming the role, head and secret names, for tests that look only at resources."""
+    names = secrets or plan.secrets
+    return (f"#cloud-config\n# role={role} head={head_address}\n"
+            f"# secrets={names.hf_token_name} {names.api_key_name}\nruncmd: []\n")
 
 
 def real_renderer() -> Any:

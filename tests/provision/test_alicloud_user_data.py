@@ -24,6 +24,7 @@ def rendered(request: pytest.FixtureRequest) -> tuple[str, AliRun]:
 def test_user_data_is_cloud_config_without_secrets(rendered: tuple[str, AliRun]) -> None:
     kind, run = rendered
     plan = make_plan(kind, "alicloud")  # type: ignore[arg-type]
+    names = plan.secrets.for_stack("test")  # the mocks' stack
     instances = run.of_type("ecs/instance:Instance")
     assert len(instances) == plan.deployment.nodes
     for inst in instances:
@@ -33,10 +34,10 @@ def test_user_data_is_cloud_config_without_secrets(rendered: tuple[str, AliRun])
         sent = len(base64.b64decode(inst.inputs["userData"]))  # ECS: 16 KB before Base64 (gzip above that)
         assert sent <= USER_DATA_MAX_BYTES, f"{inst.name}: {sent} bytes"
         assert SENTINEL_HF not in text and SENTINEL_SECRET not in text, f"{inst.name} user data carries a secret"
-        # The node reads the secrets by the names the KMS secrets were created with.
-        assert plan.secrets.hf_token_name in text and plan.secrets.api_key_name in text, inst.name
+        # The node reads the secrets by the names the KMS secrets were created with: the stack's own.
+        assert names.hf_token_name in text and names.api_key_name in text, inst.name
     kms_names = {r.inputs["secretName"] for r in run.of_type("kms/secret:Secret")}
-    assert kms_names == {plan.secrets.hf_token_name, plan.secrets.api_key_name}
+    assert kms_names == {names.hf_token_name, names.api_key_name}
 
 
 def test_multinode_workers_are_told_the_heads_fixed_address() -> None:

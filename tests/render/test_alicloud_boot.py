@@ -128,6 +128,24 @@ def test_driver_step_runs_first_and_only_when_the_plan_names_a_driver() -> None:
         assert "infragen-gpu-driver" not in render_user_data(plan, "replica")
 
 
+def test_gpu_check_says_who_provided_the_driver() -> None:
+    """On Alibaba the driver step installs the driver (and eRDMA): the check says so, and the image otherwise."""
+    def check(plan: Plan, role: str = "replica") -> str:
+        text = render_user_data(plan, role, head_address=None if role == "replica" else "10.0.0.10")
+        return next(f["content"] for f in yaml.safe_load(text)["write_files"] if f["path"].endswith("gpu-check"))
+
+    multi = make_plan("multinode", "alicloud")
+    installed = check(multi, "head")
+    driver = multi.bootstrap.gpu_driver if multi.bootstrap else None
+    assert driver is not None and driver.erdma
+    assert f"infragen-gpu-driver installed the plan's NVIDIA driver ({driver.driver_version}) and the eRDMA stack" \
+        in installed and "image provides" not in installed and "the image" not in installed
+    assert "the driver infragen-gpu-driver installed does not work" in installed
+    for plan in (make_plan("single", "aws"), _with(make_plan("single", "alicloud"), bootstrap={"gpu_driver": None})):
+        text = check(plan)
+        assert "# The image provides the NVIDIA driver" in text and "infragen-gpu-driver" not in text
+
+
 def test_pip_installs_go_to_the_in_vpc_mirror(tmp_path: Path) -> None:
     root = sandbox(make_plan("single", "alicloud"), "replica", tmp_path / "root")
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"

@@ -32,7 +32,7 @@ from infragen.provision.alicloud.layout import (
 from infragen.provision.alicloud.loadbalancer import AliLoadBalancer, Backend, LoadBalancerArgs, listener_ports
 from infragen.provision.alicloud.network import AliNetwork, NetworkArgs
 from infragen.provision.alicloud.secrets import AliSecrets, SecretsArgs
-from infragen.provision.common import check_user_data, name_stem, plan_tags
+from infragen.provision.common import TAG_STACK, check_user_data, name_stem, plan_tags, stack_slug
 
 if TYPE_CHECKING:
     from infragen.provision.settings import StackSettings
@@ -94,7 +94,11 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     opts = options if options is not None else load_alicloud_options()
     renderer = render if render is not None else _default_renderer()
     prefix = name_stem(plan)
-    tags = plan_tags(plan)
+    # Two stacks of one workload in one account must not share secrets or a role (same rule as AWS): the secret
+    # names carry the stack (`plan.secrets.for_stack`), the role and policy names its slug, every resource its tag.
+    stack = pulumi.get_stack()
+    secret_names = plan.secrets.for_stack(stack)
+    tags = plan_tags(plan, {TAG_STACK: stack})
     # Refusals come before any resource is declared, so a preview fails cleanly.
     _require_driver_image(plan, opts)
     kms_instance_id, kms_key_id = _require_kms(opts)
@@ -126,7 +130,7 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     nodes = plan_nodes(plan, network_layout.node_cidrs)
     disks = plan_disks(plan)
     ports = listener_ports(plan.network.load_balancer, settings.certificate_arn)
-    user_data = [check_user_data(renderer(plan, node.role, head_address=_head_of(node, nodes)),
+    user_data = [check_user_data(renderer(plan, node.role, head_address=_head_of(node, nodes), secrets=secret_names),
                                  max_bytes=USER_DATA_TEXT_MAX_BYTES, what=f"user-data of {node.name}")
                  for node in nodes]
 
@@ -138,7 +142,8 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
         listener_ports=ports, serving_ports=serving_ports(plan), allowed_cidrs=tuple(settings.allowed_cidrs),
         intra_cluster=plan.deployment.nodes_per_replica > 1, tags=tags), in_region)
     secrets = AliSecrets(f"{prefix}-secrets", SecretsArgs(
-        prefix=prefix, hf_token_name=plan.secrets.hf_token_name, api_key_name=plan.secrets.api_key_name,
+        prefix=prefix, role_stem=f"{prefix}-{stack_slug(stack)}", hf_token_name=secret_names.hf_token_name,
+        api_key_name=secret_names.api_key_name,
         hf_token=settings.hf_token, api_key=settings.api_key, tags=tags, kms_instance_id=kms_instance_id,
         kms_key_id=kms_key_id, **_weights_bucket(plan)), in_region)
     compute = AliNodes(f"{prefix}-nodes", NodesArgs(
@@ -160,7 +165,7 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
         "load_balancer_dns": lb.dns_name,
         "vpc_id": network.vpc_id,
         "instance_ids": compute.instance_ids,
-        "secret_names": [plan.secrets.hf_token_name, plan.secrets.api_key_name],
+        "secret_names": [secret_names.hf_token_name, secret_names.api_key_name],
     }
 
 

@@ -26,6 +26,8 @@ class SecretsArgs:
 
     prefix: str
     """Name prefix (the workload name)."""
+    role_stem: str
+    """Stem of the RAM role and policy names: the workload and the stack (RAM names are account-wide)."""
     hf_token_name: str
     """KMS secret name for the Hugging Face token (plan.secrets.hf_token_name)."""
     api_key_name: str
@@ -71,13 +73,13 @@ class AliSecrets(pulumi.ComponentResource):
         self.secret_arns = [s.arn for s in secrets]
 
         role = alicloud.ram.Role(
-            f"{name}-role", role_name=f"{args.prefix}-node"[:64], assume_role_policy_document=ECS_TRUST_POLICY,
+            f"{name}-role", role_name=f"{args.role_stem}-node", assume_role_policy_document=ECS_TRUST_POLICY,
             description=f"infragen {args.prefix} nodes: read their two KMS secrets", tags=tags, opts=child)
         document = pulumi.Output.all(*self.secret_arns).apply(
             lambda arns: node_policy(arns, key_id=args.kms_key_id, bucket=args.weights_bucket,
                                      prefix=args.weights_prefix))
         policy = alicloud.ram.Policy(
-            f"{name}-read-secrets", policy_name=f"{args.prefix}-read-secrets"[:128], policy_document=document,
+            f"{name}-read-secrets", policy_name=f"{args.role_stem}-read-secrets", policy_document=document,
             description="this deployment's two secrets (and weights prefix) only", tags=tags, opts=child)
         # Nodes read the secrets at boot: they must not start before the policy is attached.
         self.policy_attachment = alicloud.ram.RolePolicyAttachment(
