@@ -85,9 +85,15 @@ def _quota(target: PreflightTarget, attrs: dict[str, list[str]]) -> Check:
     if not limit or per_node is None:
         return Check("vcpu-quota", "warn", f"max-{kind}-instance-vcpu-count not reported (or the plan has no vCPU "
                      "count); not checked", fix="check the ECS quota in the Quota Center console")
-    cap, in_use, needed = float(limit[0]), float((used or ["0"])[0]), per_node * d.nodes
-    detail = (f"max-{kind}-instance-vcpu-count {cap:g}; {in_use:g} in use + {needed} needed ({d.nodes} x "
-              f"{d.instance_type}, {per_node} vCPUs each)")
+    # A fleet that autoscales (single-node replicas with a daily view) may grow to the plan's ceiling.
+    sc = target.plan.scaling
+    nodes = d.nodes
+    if sc is not None and d.nodes_per_replica == 1:
+        nodes = max(nodes, -(-sc.max_replicas // d.replicas_per_node))
+    cap, in_use, needed = float(limit[0]), float((used or ["0"])[0]), per_node * nodes
+    ceiling = " at the autoscaling ceiling" if nodes > d.nodes else ""
+    detail = (f"max-{kind}-instance-vcpu-count {cap:g}; {in_use:g} in use + {needed} needed ({nodes} x "
+              f"{d.instance_type}{ceiling}, {per_node} vCPUs each)")
     if in_use + needed > cap:
         return Check("vcpu-quota", "fail", detail, fix=f"raise the {'spot' if kind == 'spot' else 'pay-as-you-go'} "
                      f"instance vCPU quota of {d.region} to at least {in_use + needed:g} in the Quota Center")

@@ -14,6 +14,7 @@ from infragen.errors import InputError
 from infragen.plan import Plan
 from infragen.provision.alicloud.layout import (
     ESSD_MIN_GIB,
+    REPLICA_GROUP_ZONES,
     eri_interfaces,
     idle_timeout_s,
     internet_download_s,
@@ -72,8 +73,8 @@ def test_single_node_replicas_all_serve(kind: str) -> None:
     assert all(n.serving_ports == ports for n in nodes)
     assert serving_ports(plan) == ports
     assert sum(len(n.serving_ports) for n in nodes) == plan.deployment.replicas
-    assert len(net.node_cidrs) == min(2, plan.deployment.nodes)
-    assert {n.zone_slot for n in nodes} == set(range(len(net.node_cidrs)))
+    # ESS groups: vSwitches in three zones, each a fallback for the groups' preferred zones.
+    assert len(net.node_cidrs) == REPLICA_GROUP_ZONES == 3
 
 
 def test_inconsistent_node_counts_are_refused() -> None:

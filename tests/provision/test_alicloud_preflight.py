@@ -8,6 +8,7 @@ field name is dropped by the SDK and the check then fails the test.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,6 +149,22 @@ def test_quota_counts_what_runs_and_spot_plans_check_the_spot_quota() -> None:
     spot_call = ready(spot)
     run_preflight(target(spot), clients=spot_call)
     assert next(p for _, a, p in spot_call.calls if a == "DescribeAvailableResource")["SpotStrategy"] == "SpotAsPriceGo"
+
+
+def test_quota_covers_the_autoscaling_ceiling(tmp_path: Path) -> None:
+    from infragen.sizing import plan_file
+    from tests.provision.test_alicloud_autoscaling import DAILY
+
+    workload = tmp_path / "ali-daily.yaml"
+    workload.write_text(DAILY)
+    plan = plan_file(workload)
+    sc, per_node = plan.scaling, plan.hardware.vcpus
+    assert sc is not None and per_node is not None and sc.max_replicas > plan.deployment.nodes
+    need = per_node * sc.max_replicas  # one replica per node: the groups may grow to the ceiling
+    quota = by_name(run_preflight(target(plan), clients=ready(plan, DescribeAccountAttributes=lambda _: attributes(
+        max_vcpus=per_node * plan.deployment.nodes + 10, used=0))), "vcpu-quota")[0]
+    assert quota.status == "fail" and f"0 in use + {need} needed" in quota.detail
+    assert "autoscaling ceiling" in quota.detail
 
 
 def test_mainland_regions_need_real_name_verification() -> None:

@@ -24,6 +24,7 @@ from tests.provision.test_alicloud_support import (
     AliRun,
     decoded_user_data,
     dump,
+    node_specs,
     run_alicloud,
 )
 
@@ -43,6 +44,11 @@ UNTAGGABLE = {
     "alicloud:nlb/serverGroupServerAttachment:ServerGroupServerAttachment": "nlb.ServerGroupServerAttachmentArgs",
     "alicloud:ecs/ramRoleAttachment:RamRoleAttachment": "ecs.RamRoleAttachmentArgs",
     "alicloud:alb/rule:Rule": "alb.RuleArgs",
+    "alicloud:ess/lifecycleHook:LifecycleHook": "ess.LifecycleHookArgs",
+    "alicloud:ess/serverGroupAttachment:ServerGroupAttachment": "ess.ServerGroupAttachmentArgs",
+    "alicloud:ess/scalingRule:ScalingRule": "ess.ScalingRuleArgs",
+    "alicloud:ess/scheduledTask:ScheduledTask": "ess.ScheduledTaskArgs",
+    "alicloud:ess/instanceRefresh:InstanceRefresh": "ess.InstanceRefreshArgs",
 }
 
 
@@ -63,16 +69,19 @@ def stack(request: pytest.FixtureRequest) -> tuple[Plan, AliRun, dict[str, Any]]
 
 def test_instances_match_the_plan(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     plan, mocks, _ = stack
-    instances = mocks.of_type(INSTANCE)
-    assert len(instances) == plan.deployment.nodes
-    for inst in instances:
-        assert inst.inputs["instanceType"] == plan.deployment.instance_type, inst.name
+    specs = node_specs(mocks)
+    # Multi-node replicas are fixed instances; single-node replicas launch from one template in scaling groups.
+    assert sum(spec.nodes for spec in specs) == plan.deployment.nodes
+    assert len(specs) == (plan.deployment.nodes if plan.deployment.nodes_per_replica > 1 else 1)
+    for spec in specs:
+        inputs, name = spec.inputs, spec.resource.name
+        assert inputs["instanceType"] == plan.deployment.instance_type, name
         # No image id configured: GPU nodes too boot the Ubuntu system image and install their driver at first boot.
-        assert inst.inputs["imageId"] == IMAGE_ID, inst.name
-        assert inst.inputs["systemDiskSize"] == plan.storage.root_volume_gib
-        assert inst.inputs["systemDiskCategory"] == "cloud_essd"
-        disks = inst.inputs["dataDisks"]
-        assert len(disks) == 1, inst.name
+        assert inputs["imageId"] == IMAGE_ID, name
+        assert inputs["systemDiskSize"] == plan.storage.root_volume_gib
+        assert inputs["systemDiskCategory"] == "cloud_essd"
+        disks = inputs["dataDisks"]
+        assert len(disks) == 1, name
         assert disks[0]["size"] == plan.storage.volume_gib
         assert disks[0]["category"] == plan.storage.volume_type
         assert disks[0]["performanceLevel"] == plan.storage.performance_level
@@ -80,14 +89,15 @@ def test_instances_match_the_plan(stack: tuple[Plan, AliRun, dict[str, Any]]) ->
 
 def test_nodes_are_private_hardened_and_encrypted(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
     _, mocks, _ = stack
-    for inst in mocks.of_type(INSTANCE):
-        assert inst.inputs["internetMaxBandwidthOut"] == 0, f"{inst.name} gets a public IP"
-        assert "allocatePublicIp" not in inst.inputs and "roleName" not in inst.inputs, f"{inst.name}: deprecated"
-        assert inst.inputs["httpTokens"] == "required", f"{inst.name}: metadata without a token"
-        assert inst.inputs["systemDiskEncrypted"] is True, inst.name
-        assert all(d["encrypted"] is True for d in inst.inputs.get("dataDisks", [])), inst.name
-        assert "password" not in inst.inputs and "keyName" not in inst.inputs, f"{inst.name} has a login"
-        assert inst.inputs["spotStrategy"] == "NoSpot"
+    for spec in node_specs(mocks):
+        inputs, name = spec.inputs, spec.resource.name
+        assert inputs["internetMaxBandwidthOut"] == 0, f"{name} gets a public IP"
+        assert "allocatePublicIp" not in inputs and "roleName" not in inputs, f"{name}: deprecated"
+        assert inputs["httpTokens"] == "required", f"{name}: metadata without a token"
+        assert inputs["systemDiskEncrypted"] is True, name
+        assert all(d["encrypted"] is True for d in inputs.get("dataDisks", [])), name
+        assert "password" not in inputs and "keyName" not in inputs and "keyPairName" not in inputs, name
+        assert inputs["spotStrategy"] == "NoSpot"
 
 
 def test_no_public_ingress_but_the_listener(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
@@ -136,12 +146,20 @@ def test_load_balancer_forwards_to_the_engine_ports(stack: tuple[Plan, AliRun, d
     health = group.inputs["healthCheckConfig"]
     assert health["healthCheckEnabled"] is True
     assert health["healthCheckPath"] == plan.engine.health_path
-    servers = group.inputs["servers"]
-    ports = sorted(s["port"] for s in servers)
     dep = plan.deployment
-    serving_nodes = dep.replicas if dep.nodes_per_replica > 1 else dep.nodes
-    assert len(servers) == dep.replicas, "one backend per engine instance"
-    assert ports == sorted(plan.engine.port + i for i in range(dep.replicas_per_node)) * serving_nodes
+    if dep.nodes_per_replica > 1:  # fixed heads: one backend per replica, on the engine port
+        servers = group.inputs["servers"]
+        assert len(servers) == dep.replicas, "one backend per engine instance"
+        assert sorted(s["port"] for s in servers) == [plan.engine.port] * dep.replicas
+    else:  # ESS adds every node of every replica group to the server group, once per engine port
+        assert "servers" not in group.inputs
+        attachments = mocks.of_type("ess/serverGroupAttachment:ServerGroupAttachment")
+        groups = {f"{g.name}-id" for g in mocks.of_type("ess/scalingGroup:ScalingGroup")}
+        ports = list(range(plan.engine.port, plan.engine.port + dep.replicas_per_node))
+        assert sorted((a.inputs["scalingGroupId"], a.inputs["port"]) for a in attachments) == sorted(
+            (g, p) for g in groups for p in ports)
+        assert all(a.inputs["serverGroupId"] == f"{group.name}-id" and a.inputs["type"] == "ALB"
+                   and a.inputs["weight"] == 100 for a in attachments)
     (alb,) = mocks.of_type("alb/loadBalancer:LoadBalancer")
     assert alb.inputs["addressType"] == "Internet"
     assert len(alb.inputs["zoneMappings"]) == 2
@@ -179,11 +197,11 @@ def test_secrets_live_only_in_kms(stack: tuple[Plan, AliRun, dict[str, Any]]) ->
             continue
         text = dump(res.inputs)
         assert SENTINEL_HF not in text and SENTINEL_SECRET not in text, f"{res.type} {res.name} carries a secret"
-    for inst in mocks.of_type(INSTANCE):
-        user_data = decoded_user_data(inst)
-        assert SENTINEL_HF not in user_data and SENTINEL_SECRET not in user_data, inst.name
+    for spec in node_specs(mocks):
+        user_data = decoded_user_data(spec.resource)
+        assert SENTINEL_HF not in user_data and SENTINEL_SECRET not in user_data, spec.resource.name
         # The nodes read the stack's names (the renderer is handed them), never the plan's stack-free ones.
-        assert f"secrets={names.hf_token_name} {names.api_key_name}" in user_data, inst.name
+        assert f"secrets={names.hf_token_name} {names.api_key_name}" in user_data, spec.resource.name
 
 
 def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
@@ -205,10 +223,13 @@ def test_role_reads_exactly_the_two_secrets(stack: tuple[Plan, AliRun, dict[str,
                        "Resource": [f"acs:kms:cn-hangzhou:123456789:key/{KMS_KEY_ID}"]}
     (attachment,) = mocks.of_type("ram/rolePolicyAttachment:RolePolicyAttachment")
     assert attachment.inputs["roleName"] == role.inputs["roleName"]
-    # The role reaches each instance through ecs.RamRoleAttachment (the instance's role_name is deprecated).
+    # The role reaches each fixed instance through ecs.RamRoleAttachment (the instance's role_name is deprecated),
+    # and every node of the replica groups through their launch template.
     attached = {a.inputs["instanceId"]: a.inputs["ramRoleName"]
                 for a in mocks.of_type("ecs/ramRoleAttachment:RamRoleAttachment")}
     assert attached == {f"{i.name}-id": role.inputs["roleName"] for i in mocks.of_type(INSTANCE)}
+    assert all(t.inputs["ramRoleName"] == role.inputs["roleName"]
+               for t in mocks.of_type("ecs/ecsLaunchTemplate:EcsLaunchTemplate"))
 
 
 def test_every_taggable_resource_carries_the_digest(stack: tuple[Plan, AliRun, dict[str, Any]]) -> None:
@@ -287,19 +308,16 @@ def test_more_eris_are_attached_as_separate_interfaces() -> None:
 
 def test_single_node_replicas_have_no_rdma_and_no_placement() -> None:
     mocks = run_alicloud(make_plan("single", "alicloud"))
-    for inst in mocks.of_type(INSTANCE):
-        assert "networkInterfaceTrafficMode" not in inst.inputs and "networkInterfaces" not in inst.inputs
-        assert "deploymentSetId" not in inst.inputs and "privateIp" not in inst.inputs
-        assert "head=None" in decoded_user_data(inst)
-    assert not mocks.of_type("ecs/ecsDeploymentSet:EcsDeploymentSet")
-    # Two replicas spread over two zones.
-    assert len({i.inputs["vswitchId"] for i in mocks.of_type(INSTANCE)}) == 2
+    assert not mocks.of_type(INSTANCE) and not mocks.of_type("ecs/ecsDeploymentSet:EcsDeploymentSet")
+    (template,) = mocks.of_type("ecs/ecsLaunchTemplate:EcsLaunchTemplate")
+    assert "networkInterfaces" not in template.inputs and "deploymentSetId" not in template.inputs
+    assert "privateIpAddress" not in template.inputs and "head=None" in decoded_user_data(template)
 
 
 def test_spot_plans_launch_spot_instances() -> None:
     mocks = run_alicloud(make_plan("single", "alicloud", spot=True))
-    assert {i.inputs["spotStrategy"] for i in mocks.of_type(INSTANCE)} == {"SpotAsPriceGo"}
-    assert {i.inputs["instanceChargeType"] for i in mocks.of_type(INSTANCE)} == {"PostPaid"}
+    (template,) = mocks.of_type("ecs/ecsLaunchTemplate:EcsLaunchTemplate")
+    assert template.inputs["spotStrategy"] == "SpotAsPriceGo" and template.inputs["instanceChargeType"] == "PostPaid"
     zone_call = next(args for token, args in mocks.calls if token == "alicloud:index/getZones:getZones")
     assert zone_call["spotStrategy"] == "SpotAsPriceGo"
 
@@ -340,9 +358,12 @@ def test_nlb_plans_get_a_tcp_nlb_with_an_http_health_check() -> None:
     assert listener.inputs["listenerPort"] == 80 and listener.inputs["listenerProtocol"] == "TCP"
     (group,) = mocks.of_type("nlb/serverGroup:ServerGroup")
     assert group.inputs["healthCheck"]["healthCheckUrl"] == plan.engine.health_path
-    attachments = mocks.of_type("nlb/serverGroupServerAttachment:ServerGroupServerAttachment")
-    ports = sorted(a.inputs["port"] for a in attachments)
-    assert ports == [8000, 8001, 8002, 8003]
+    # Packed replicas in scaling groups: ESS adds each node to the NLB server group on every engine port.
+    attachments = mocks.of_type("ess/serverGroupAttachment:ServerGroupAttachment")
+    assert sorted(a.inputs["port"] for a in attachments) == [8000, 8001, 8002, 8003] * len(
+        mocks.of_type("ess/scalingGroup:ScalingGroup"))
+    assert {a.inputs["type"] for a in attachments} == {"NLB"}
+    assert {a.inputs["serverGroupId"] for a in attachments} == {f"{group.name}-id"}
     assert any(token == "alicloud:nlb/getZones:getZones" for token, _ in mocks.calls)
     assert mocks.exports["endpoint"] == f"http://{nlb.name}.cn-hangzhou.nlb.example"
 
@@ -405,7 +426,7 @@ def test_gpu_plans_without_a_driver_to_install_need_a_driver_image() -> None:
     # With an image named, the same plan deploys on it.
     run = run_alicloud(plan, options=AlicloudOptions(image_id=GPU_IMAGE_ID, kms_instance_id=KMS_INSTANCE_ID,
                                                      kms_key_id=KMS_KEY_ID))
-    assert {i.inputs["imageId"] for i in run.of_type(INSTANCE)} == {GPU_IMAGE_ID}
+    assert {spec.inputs["imageId"] for spec in node_specs(run)} == {GPU_IMAGE_ID}
 
 
 @pytest.mark.parametrize("instance, key", [(None, None), (KMS_INSTANCE_ID, None), (None, KMS_KEY_ID)])

@@ -46,7 +46,12 @@ COMPUTED: Computed = {
     "alicloud:ecs/eipAddress:EipAddress": lambda i, n: {"ipAddress": "203.0.113.10"},
     "alicloud:vpc/natGateway:NatGateway": lambda i, n: {"snatTableIds": "stb-1"},
     "alicloud:ecs/instance:Instance": lambda i, n: {"privateIp": i.get("privateIp", "10.40.0.99")},
+    # A new launch template is version 1; an updated one is a later version (tests of updates override this).
+    "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate": lambda i, n: {"latestVersionNumber": 1},
 }
+INSTANCE = "alicloud:ecs/instance:Instance"
+TEMPLATE = "alicloud:ecs/ecsLaunchTemplate:EcsLaunchTemplate"
+SCALING_GROUP = "alicloud:ess/scalingGroup:ScalingGroup"
 
 
 @dataclass
@@ -75,8 +80,33 @@ class AliRun:
         return [r for r in self.resources if r.type.endswith(suffix)]
 
 
+@dataclass(frozen=True)
+class NodeSpec:
+    """What some nodes launch with: a fixed instance (multi-node) or the replica groups' launch template."""
+
+    resource: Recorded
+    """The instance or the launch template."""
+    nodes: int
+    """Nodes launched from it at creation (1, or the groups' desired capacities)."""
+    inputs: dict[str, Any]
+    """Its inputs in the instance's shape (the template's system disk flattened to systemDisk* keys)."""
+
+
+def node_specs(run: AliRun) -> list[NodeSpec]:
+    """Every fixed instance, and the launch template of the replica groups with the nodes they start with."""
+    out = [NodeSpec(r, 1, r.inputs) for r in run.of_type(INSTANCE)]
+    for template in run.of_type(TEMPLATE):
+        disk = template.inputs.get("systemDisk", {})
+        flat = {**template.inputs, "systemDiskSize": disk.get("size"), "systemDiskCategory": disk.get("category"),
+                "systemDiskEncrypted": disk.get("encrypted"),
+                "systemDiskPerformanceLevel": disk.get("performanceLevel")}
+        nodes = sum(g.inputs["desiredCapacity"] for g in run.of_type(SCALING_GROUP))
+        out.append(NodeSpec(template, nodes, flat))
+    return out
+
+
 def decoded_user_data(instance: Recorded) -> str:
-    """The instance's user data as cloud-init reads it (gzip-compressed user data is decompressed)."""
+    """The instance's (or launch template's) user data as cloud-init reads it (gzip is decompressed)."""
     raw = base64.b64decode(instance.inputs["userData"])
     return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode()
 
@@ -114,7 +144,7 @@ def real_renderer() -> Any:
 
 def run_alicloud(plan: Any, *, render: Any = stand_in_renderer, options: Any = None,
                  zones: list[str] | None = None, stack_config: dict[str, str] | None = None,
-                 **settings: Any) -> AliRun:
+                 computed: Computed | None = None, today: Any = None, **settings: Any) -> AliRun:
     """Run `build_alicloud` under fresh mocks (no image id: GPU plans install their driver; KMS 3.0 ids set).
 
     Resource tests use the stand-in renderer so they test provisioning alone; user-data tests pass the real one.
@@ -124,8 +154,9 @@ def run_alicloud(plan: Any, *, render: Any = stand_in_renderer, options: Any = N
     if options is None:
         options = AlicloudOptions(kms_instance_id=KMS_INSTANCE_ID, kms_key_id=KMS_KEY_ID)
     recording = run_program(
-        lambda: build_alicloud(plan, make_settings(**settings), options=options, render=render),
-        call_results=call_results(list(zones or ZONES)), computed=COMPUTED, config=stack_config or {})
+        lambda: build_alicloud(plan, make_settings(**settings), options=options, render=render, today=today),
+        call_results=call_results(list(zones or ZONES)), computed={**COMPUTED, **(computed or {})},
+        config=stack_config or {})
     if recording.errors:
         raise RuntimeError("; ".join(recording.errors))
     monitor = pulumi.runtime.settings.get_monitor()

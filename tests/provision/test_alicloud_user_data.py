@@ -10,7 +10,14 @@ import yaml
 
 from infragen.provision.alicloud import USER_DATA_MAX_BYTES
 from tests.plan_factory import SENTINEL_SECRET, make_plan
-from tests.provision.test_alicloud_support import SENTINEL_HF, AliRun, decoded_user_data, real_renderer, run_alicloud
+from tests.provision.test_alicloud_support import (
+    SENTINEL_HF,
+    AliRun,
+    decoded_user_data,
+    node_specs,
+    real_renderer,
+    run_alicloud,
+)
 
 KINDS = ["single", "packed", "tp", "multinode", "cpu"]
 
@@ -25,9 +32,9 @@ def test_user_data_is_cloud_config_without_secrets(rendered: tuple[str, AliRun])
     kind, run = rendered
     plan = make_plan(kind, "alicloud")  # type: ignore[arg-type]
     names = plan.secrets.for_stack("test")  # the mocks' stack
-    instances = run.of_type("ecs/instance:Instance")
-    assert len(instances) == plan.deployment.nodes
-    for inst in instances:
+    specs = node_specs(run)  # fixed instances (multi-node) or the replica groups' launch template
+    assert sum(spec.nodes for spec in specs) == plan.deployment.nodes
+    for inst in (spec.resource for spec in specs):
         text = decoded_user_data(inst)
         assert text.startswith("#cloud-config"), inst.name
         assert isinstance(yaml.safe_load(text), dict), inst.name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -17,9 +18,20 @@ import pulumi_alicloud as alicloud
 from infragen.catalog.alicloud_node import load_alicloud_node
 from infragen.errors import InputError
 from infragen.plan import Plan
+from infragen.provision.alicloud.autoscaling import (
+    group_shares,
+    keeps_offset,
+    launch_wait_s,
+    schedule_window,
+    scheduled_steps,
+    target_qps_per_engine,
+    today_utc,
+)
 from infragen.provision.alicloud.compute import AliNodes, NodesArgs
+from infragen.provision.alicloud.group import AliReplicaGroups, ReplicaGroupsArgs
 from infragen.provision.alicloud.layout import (
     NAT_EIP_BANDWIDTH_MBIT_S,
+    DiskLayout,
     NodeLayout,
     eri_interfaces,
     idle_timeout_s,
@@ -41,6 +53,7 @@ __all__ = [
     "AliLoadBalancer",
     "AliNetwork",
     "AliNodes",
+    "AliReplicaGroups",
     "AliSecrets",
     "AlicloudOptions",
     "build_alicloud",
@@ -87,8 +100,10 @@ def load_alicloud_options(config: pulumi.Config | None = None) -> AlicloudOption
 
 
 def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOptions | None = None,
-                   render: Renderer | None = None) -> dict[str, Any]:
-    """Create everything `plan` needs on Alibaba Cloud; returns the cloud exports (`endpoint`, ...)."""
+                   render: Renderer | None = None, today: date | None = None) -> dict[str, Any]:
+    """Create everything `plan` needs on Alibaba Cloud; returns the cloud exports (`endpoint`, ...).
+
+    `today` (UTC) dates the scheduled tasks' window and their UTC offset; None = the clock (a test seam)."""
     if plan.deployment.cloud != "alicloud":
         raise InputError(f"plan {plan.workload} targets {plan.deployment.cloud}, not alicloud")
     opts = options if options is not None else load_alicloud_options()
@@ -127,12 +142,16 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     invoke = pulumi.InvokeOptions(provider=provider)
 
     network_layout = plan_network(plan, settings.vpc_cidr)
-    nodes = plan_nodes(plan, network_layout.node_cidrs)
     disks = plan_disks(plan)
     ports = listener_ports(plan.network.load_balancer, settings.certificate_arn)
-    user_data = [check_user_data(renderer(plan, node.role, head_address=_head_of(node, nodes), secrets=secret_names),
-                                 max_bytes=USER_DATA_TEXT_MAX_BYTES, what=f"user-data of {node.name}")
-                 for node in nodes]
+    # Single-node replicas live in ESS scaling groups (replaced on failure, scaled, rolled by instance refresh);
+    # multi-node replicas are fixed instances (heads keep fixed IPs that their workers are told).
+    grouped = plan.deployment.nodes_per_replica == 1
+    nodes = [] if grouped else plan_nodes(plan, network_layout.node_cidrs)
+
+    def render(role: str, head: str | None, what: str) -> str:
+        return check_user_data(renderer(plan, role, head_address=head, secrets=secret_names),
+                               max_bytes=USER_DATA_TEXT_MAX_BYTES, what=what)
 
     image_id = _node_image(plan, opts, invoke)
     node_zones = _node_zones(plan, opts, invoke)
@@ -146,27 +165,64 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
         api_key_name=secret_names.api_key_name,
         hf_token=settings.hf_token, api_key=settings.api_key, tags=tags, kms_instance_id=kms_instance_id,
         kms_key_id=kms_key_id, **_weights_bucket(plan)), in_region)
-    compute = AliNodes(f"{prefix}-nodes", NodesArgs(
-        prefix=prefix, instance_type=plan.deployment.instance_type, nodes=nodes, user_data=user_data, disks=disks,
-        image_id=image_id, vswitch_ids=network.node_vswitch_ids,
-        security_group_id=network.node_security_group_id, role_name=secrets.role_name,
-        spot=plan.deployment.pricing == "spot", eri_interfaces=eri_interfaces(plan),
-        low_latency_placement=plan.network.placement == "cluster", tags=tags,
-        depends_on=[secrets.policy_attachment]), in_region)
-    backends = [Backend(instance_id=compute.instance_ids[node.index], port=port)
-                for node in nodes for port in node.serving_ports]
+    compute = None
+    if not grouped:
+        compute = AliNodes(f"{prefix}-nodes", NodesArgs(
+            prefix=prefix, instance_type=plan.deployment.instance_type, nodes=nodes,
+            user_data=[render(n.role, _head_of(n, nodes), f"user-data of {n.name}") for n in nodes], disks=disks,
+            image_id=image_id, vswitch_ids=network.node_vswitch_ids,
+            security_group_id=network.node_security_group_id, role_name=secrets.role_name,
+            spot=plan.deployment.pricing == "spot", eri_interfaces=eri_interfaces(plan),
+            low_latency_placement=plan.network.placement == "cluster", tags=tags,
+            depends_on=[secrets.policy_attachment]), in_region)
+    backends = None if compute is None else [Backend(instance_id=compute.instance_ids[node.index], port=port)
+                                             for node in nodes for port in node.serving_ports]
     lb = AliLoadBalancer(f"{prefix}-lb", LoadBalancerArgs(
         prefix=prefix, kind=plan.network.load_balancer, vpc_id=network.vpc_id, vswitch_ids=network.lb_vswitch_ids,
         zone_ids=network.lb_zone_ids, security_group_id=network.lb_security_group_id, listener_port=plan.engine.port,
         backends=backends, health_path=plan.engine.health_path, idle_timeout_s=idle_timeout_s(plan), tags=tags,
         certificate_id=settings.certificate_arn), in_region)
-    return {
+    exports: dict[str, Any] = {
         "endpoint": lb.endpoint,
         "load_balancer_dns": lb.dns_name,
         "vpc_id": network.vpc_id,
-        "instance_ids": compute.instance_ids,
+        "instance_ids": compute.instance_ids if compute is not None else [],
         "secret_names": [secret_names.hf_token_name, secret_names.api_key_name],
     }
+    if grouped:
+        groups = _replica_groups(plan, render("replica", None, "user-data of the replicas"), disks=disks,
+                                 image_id=image_id, network=network, secrets=secrets, lb=lb, tags=tags,
+                                 today=today, opts=in_region)
+        exports |= {"scaling_group_ids": groups.scaling_group_ids, "launch_template_id": groups.launch_template_id,
+                    "autoscaling_resources": [r.urn for r in groups.scaling_resources],
+                    "instance_refreshes": groups.refreshes}
+    return exports
+
+
+def _replica_groups(plan: Plan, user_data: str, *, disks: DiskLayout, image_id: pulumi.Input[str],
+                    network: AliNetwork, secrets: AliSecrets, lb: AliLoadBalancer, tags: dict[str, str],
+                    today: date | None, opts: pulumi.ResourceOptions) -> AliReplicaGroups:
+    """The single-node replicas as ESS groups with the plan's bounds, QPS target and daily schedule."""
+    shares = group_shares(plan, len(network.node_vswitch_ids))
+    on = today or today_utc()
+    steps = scheduled_steps(plan, on)
+    if steps and plan.scaling is not None and not keeps_offset(plan.scaling.time_zone, on.year):
+        pulumi.log.warn(f"{plan.scaling.time_zone} changes its UTC offset during the year; ESS scheduled tasks run "
+                        "on UTC cron, so they follow the profile one hour off for part of the year")
+    target = target_qps_per_engine(plan)
+    if target is not None and plan.network.load_balancer != "alb":
+        pulumi.log.warn("an NLB reports no per-server QPS to Auto Scaling: the replica groups follow the plan's "
+                        "schedule and floor only; use an ALB for load-following scaling")
+    # Launch template and scaling group names are unique in a region: they carry the stack, as the RAM names do.
+    return AliReplicaGroups(f"{name_stem(plan)}-replicas", ReplicaGroupsArgs(
+        prefix=f"{name_stem(plan)}-{stack_slug(pulumi.get_stack())}", instance_type=plan.deployment.instance_type,
+        user_data=user_data, disks=disks,
+        image_id=image_id, vswitch_ids=network.node_vswitch_ids, security_group_id=network.node_security_group_id,
+        role_name=secrets.role_name, spot=plan.deployment.pricing == "spot", shares=shares,
+        lb_kind=plan.network.load_balancer, server_group_id=lb.server_group_id, ports=serving_ports(plan),
+        launch_wait_s=launch_wait_s(plan), tags=tags, target_qps=target, warmup_s=launch_wait_s(plan),
+        steps=steps, schedule_window=schedule_window(on),
+        depends_on=[secrets.policy_attachment, *lb.listeners]), opts)
 
 
 def _head_of(node: NodeLayout, nodes: Sequence[NodeLayout]) -> str | None:

@@ -45,6 +45,9 @@ NAT_EIP_BANDWIDTH_MBIT_S = 200
 HEAD_HOST_OFFSET = 10
 # Node vSwitches: at most two zones for the nodes; the ALB always gets two zones of its own.
 MAX_NODE_ZONES = 2
+#: Zones (vSwitches) of the single-node replicas' scaling groups, in priority order: the first two are where the
+#: groups live, every one is a fallback. Fewer distinct zones in the region: the slots repeat them.
+REPLICA_GROUP_ZONES = 3
 LB_ZONES = 2
 
 
@@ -128,10 +131,12 @@ def plan_nodes(plan: Plan, node_cidrs: tuple[str, ...]) -> list[NodeLayout]:
 
 
 def node_zone_count(plan: Plan) -> int:
-    """How many zones the nodes spread over: one per replica group (multi-node) or per node, at most two."""
+    """How many node vSwitches (zones) the VPC gets: single-node replicas (ESS groups) three, so each group has
+    zones to fall back to when its own has no stock; multi-node replicas one per replica, at most two."""
     dep = plan.deployment
-    groups = dep.replicas if dep.nodes_per_replica > 1 else dep.nodes
-    return max(1, min(MAX_NODE_ZONES, groups))
+    if dep.nodes_per_replica == 1:
+        return REPLICA_GROUP_ZONES
+    return max(1, min(MAX_NODE_ZONES, dep.replicas))
 
 
 def plan_network(plan: Plan, vpc_cidr: str) -> NetworkLayout:

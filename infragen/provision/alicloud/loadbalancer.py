@@ -48,8 +48,8 @@ class LoadBalancerArgs:
     """LB security group (clients to the listener ports only)."""
     listener_port: int
     """Engine port of the first instance (kept for the NLB health check; clients use 80/443)."""
-    backends: Sequence[Backend]
-    """Engine instances to forward to."""
+    backends: Sequence[Backend] | None
+    """Engine instances to forward to; None = the server group's members are managed by ESS (replica groups)."""
     health_path: str
     """HTTP path the health check requests (plan.engine.health_path)."""
     idle_timeout_s: int
@@ -66,9 +66,12 @@ class AliLoadBalancer(pulumi.ComponentResource):
     dns_name: pulumi.Output[str]
     endpoint: pulumi.Output[str]
     listener_ports: tuple[int, ...]
+    server_group_id: pulumi.Output[str]
+    listeners: list[pulumi.Resource]
 
     def __init__(self, name: str, args: LoadBalancerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("infragen:alicloud:LoadBalancer", name, None, opts)
+        self.listeners = []
         self.listener_ports = listener_ports(args.kind, args.certificate_id)
         if args.kind == "alb":
             self.dns_name = self._alb(name, args)
@@ -99,10 +102,14 @@ class AliLoadBalancer(pulumi.ComponentResource):
                 health_check_connect_port=0, health_check_interval=10, health_check_timeout=5,
                 healthy_threshold=2, unhealthy_threshold=3),
             sticky_session_config=alicloud.alb.ServerGroupStickySessionConfigArgs(sticky_session_enabled=False),
-            servers=[alicloud.alb.ServerGroupServerArgs(server_id=b.instance_id, server_type="Ecs", port=b.port,
-                                                        weight=100, description=f"engine :{b.port}")
-                     for b in args.backends],
-            tags=tags, opts=child)
+            servers=None if args.backends is None else [
+                alicloud.alb.ServerGroupServerArgs(server_id=b.instance_id, server_type="Ecs", port=b.port,
+                                                   weight=100, description=f"engine :{b.port}")
+                for b in args.backends],
+            tags=tags,
+            # ESS adds and removes the replica groups' nodes: the program must not undo that on the next update.
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=["servers"] if args.backends is None else None))
+        self.server_group_id = group.id
         # A listener's default action can only forward (provider: "Value: ForwardGroup"); rules below decide.
         forward = [alicloud.alb.ListenerDefaultActionArgs(
             type="ForwardGroup",
@@ -114,12 +121,14 @@ class AliLoadBalancer(pulumi.ComponentResource):
             f"{name}-alb-http", load_balancer_id=lb.id, listener_protocol="HTTP", listener_port=HTTP_PORT,
             idle_timeout=args.idle_timeout_s, request_timeout=args.idle_timeout_s, default_actions=forward,
             listener_description=f"{args.prefix} http", tags=tags, opts=child)
+        self.listeners.append(http)
         if args.certificate_id:
             https = alicloud.alb.Listener(
                 f"{name}-alb-https", load_balancer_id=lb.id, listener_protocol="HTTPS", listener_port=HTTPS_PORT,
                 idle_timeout=args.idle_timeout_s, request_timeout=args.idle_timeout_s, default_actions=forward,
                 certificates=alicloud.alb.ListenerCertificatesArgs(certificate_id=args.certificate_id),
                 listener_description=f"{args.prefix} https", tags=tags, opts=child)
+            self.listeners.append(https)
             self._api_rules(f"{name}-alb-https", https, group.id, args.health_path)
             # Plain HTTP only redirects: the API key never crosses the internet in clear text.
             alicloud.alb.Rule(
@@ -171,22 +180,23 @@ class AliLoadBalancer(pulumi.ComponentResource):
                 health_check_interval=10, health_check_connect_timeout=5, healthy_threshold=2,
                 unhealthy_threshold=3),
             tags=tags, opts=child)
-        for i, backend in enumerate(args.backends):
+        self.server_group_id = group.id
+        for i, backend in enumerate(args.backends or ()):
             alicloud.nlb.ServerGroupServerAttachment(
                 f"{name}-nlb-server-{i}", server_group_id=group.id, server_id=backend.instance_id,
                 server_type="Ecs", port=backend.port, weight=100, opts=child)
         # NLB TCP listeners accept an idle timeout of 1~900 s (pulumi-alicloud 4.0.0 nlb.Listener docs). Layer 4:
         # no path filter, so an NLB forwards every path (docs/alicloud.md); with a certificate only TLS is offered.
         if not args.certificate_id:
-            alicloud.nlb.Listener(
+            self.listeners.append(alicloud.nlb.Listener(
                 f"{name}-nlb-tcp", load_balancer_id=lb.id, listener_protocol="TCP", listener_port=HTTP_PORT,
                 server_group_id=group.id, idle_timeout=args.idle_timeout_s,
-                listener_description=f"{args.prefix} http", tags=tags, opts=child)
+                listener_description=f"{args.prefix} http", tags=tags, opts=child))
         else:
-            alicloud.nlb.Listener(
+            self.listeners.append(alicloud.nlb.Listener(
                 f"{name}-nlb-tls", load_balancer_id=lb.id, listener_protocol="TCPSSL", listener_port=HTTPS_PORT,
                 server_group_id=group.id, idle_timeout=args.idle_timeout_s, certificate_ids=[args.certificate_id],
-                listener_description=f"{args.prefix} tls", tags=tags, opts=child)
+                listener_description=f"{args.prefix} tls", tags=tags, opts=child))
         return lb.dns_name
 
 

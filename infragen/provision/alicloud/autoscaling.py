@@ -1,0 +1,167 @@
+"""Pure figures for the Alibaba replica groups (ESS) from the plan: how the single-node replicas split over one or
+two scaling groups (one per zone), each group's bounds, the ALB QPS target, the instance-refresh percentages and the
+scheduled tasks of the hourly profile in UTC.
+
+Mirrors provision/aws/autoscaling.py's derivation (floor, ceiling, target and schedule are the plan's; this module
+only turns replicas into nodes, splits them over the groups and converts hours to UTC). No Pulumi, no sizing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from infragen.plan import Plan
+
+MINUTES_PER_DAY = 24 * 60
+#: A scaling group takes up to five vSwitches, the first the most preferred (Alibaba Auto Scaling doc "Use Alibaba
+#: Cloud ESS SDK to create a multi-zone scaling group": VSwitchIds.N, N = 1 to 5, N is the priority).
+ESS_MAX_VSWITCHES = 5
+#: Instance refresh: MaxHealthyPercentage 100~200 (terraform-provider-alicloud ess_instance_refresh validation).
+REFRESH_MAX_HEALTHY_RANGE = (100, 200)
+#: Lifecycle hook heartbeat timeout, seconds (terraform-provider-alicloud ess_lifecyclehook: IntBetween(30, 21600)).
+HOOK_TIMEOUT_RANGE_S = (30, 21600)
+#: Scheduled tasks recur by a cron expression written in UTC, and must stop repeating within 365 days of their
+#: creation (pulumi-alicloud 4.0.0 ess.ScheduledTask `recurrence_value`, `recurrence_end_time`).
+SCHEDULE_HORIZON_DAYS = 365
+
+
+@dataclass(frozen=True)
+class GroupShare:
+    """One scaling group's part of the fleet (nodes)."""
+
+    index: int
+    """Group number: 0 prefers the first node zone, 1 the second."""
+    min_size: int
+    """Floor of the group (its share of the plan's floor)."""
+    max_size: int
+    """Ceiling of the group (its share of the plan's ceiling, at least its share of the peak fleet)."""
+    desired: int
+    """Nodes at creation (its share of `plan.deployment.nodes`); the scaler owns it afterwards."""
+
+
+@dataclass(frozen=True)
+class ScheduledStep:
+    """One daily change of the fleet's floor, at a UTC minute."""
+
+    name: str
+    """`hour-07-up-3`: the workload's hour, the direction and the fleet's new floor in nodes."""
+    utc_minute: int
+    """Minute of the UTC day the task fires (a rise starts one boot time before its hour)."""
+    nodes: int
+    """The fleet's floor (and desired nodes) from then on."""
+
+    @property
+    def cron(self) -> str:
+        return f"{self.utc_minute % 60} {self.utc_minute // 60} * * *"
+
+
+def scales(plan: Plan) -> bool:
+    """Whether the replica groups follow the load (a daily view and single-node replicas)."""
+    return plan.scaling is not None and plan.deployment.nodes_per_replica == 1
+
+
+def _nodes(plan: Plan, replicas: int) -> int:
+    return math.ceil(replicas / plan.deployment.replicas_per_node)
+
+
+def fleet_bounds(plan: Plan) -> tuple[int, int, int]:
+    """(min, max, desired) nodes of all single-node replicas together; all `deployment.nodes` when they do not
+    scale. As on AWS: the scheduled strategy floors at the quietest hour (its tasks raise the floor ahead of each
+    busy hour), target tracking alone at the plan's `min_replicas` (which carries the steepest ramp)."""
+    count = plan.deployment.nodes
+    sc = plan.scaling
+    if sc is None or not scales(plan):
+        return count, count, count
+    floor = min(sc.replicas_by_hour) if sc.strategy == "scheduled" and sc.replicas_by_hour else sc.min_replicas
+    return _nodes(plan, floor), max(_nodes(plan, sc.max_replicas), count), count
+
+
+def group_count(plan: Plan, zone_slots: int) -> int:
+    """Two groups (one per zone, each falling back to the other) when the fleet never drops below two nodes and
+    there are two zones; else one. A group's floor must stay at one node or more: target tracking computes the
+    nodes it needs from the ones it has, so an empty group would never scale out again."""
+    low, _, _ = fleet_bounds(plan)
+    return 2 if zone_slots >= 2 and low >= 2 else 1
+
+
+def split(total: int, groups: int) -> list[int]:
+    """`total` nodes over `groups` groups, the first ones taking the remainder."""
+    return [total // groups + (1 if i < total % groups else 0) for i in range(groups)]
+
+
+def group_shares(plan: Plan, zone_slots: int) -> list[GroupShare]:
+    """Each group's bounds: the fleet's split over the groups (the shares add up to the plan's figures)."""
+    groups = group_count(plan, zone_slots)
+    low, high, desired = fleet_bounds(plan)
+    return [GroupShare(index=i, min_size=mn, max_size=max(mx, d), desired=d)
+            for i, (mn, mx, d) in enumerate(zip(split(low, groups), split(high, groups), split(desired, groups),
+                                                strict=True))]
+
+
+def target_qps_per_engine(plan: Plan) -> float | None:
+    """Target of the ALB's QPS per backend server (one backend = one engine port): the plan's requests/s per replica
+    at the utilisation cap, less the ramp headroom. None when nothing scales."""
+    if plan.scaling is None or not scales(plan):
+        return None
+    return round(plan.scaling.target_requests_per_s_per_replica, 3)
+
+
+def refresh_max_healthy_percentage(share: GroupShare) -> int:
+    """How far an instance refresh may exceed the group's capacity: one node above the group's floor (so a refresh
+    never stalls at the floor and never drops below capacity, `MinHealthyPercentage` 100)."""
+    low, high = REFRESH_MAX_HEALTHY_RANGE
+    return max(low, min(high, 100 + math.ceil(100 / max(1, share.min_size))))
+
+
+def launch_wait_s(plan: Plan) -> int:
+    """How long a new node waits in the scale-out lifecycle hook before ESS counts it in service and adds it to the
+    load balancer: the plan's boot estimate (download + load), within the hook's range."""
+    low, high = HOOK_TIMEOUT_RANGE_S
+    return max(low, min(plan.network.health_check_grace_s, high))
+
+
+def scheduled_steps(plan: Plan, on: date) -> list[ScheduledStep]:
+    """The daily floor changes of the profile (scheduled strategy only), in UTC as of `on`: a rise starts one boot
+    time before its hour, a fall waits for the hour (as on AWS)."""
+    sc = plan.scaling
+    if sc is None or not scales(plan) or sc.strategy != "scheduled" or sc.replicas_by_hour is None:
+        return []
+    lead = min(MINUTES_PER_DAY - 1, math.ceil(sc.boot.total_s / 60))
+    offset = utc_offset_minutes(sc.time_zone, on)
+    nodes = [_nodes(plan, r) for r in sc.replicas_by_hour]
+    out = []
+    for h, n in enumerate(nodes):
+        before = nodes[h - 1]
+        if n == before:
+            continue
+        local = h * 60 - (lead if n > before else 0)
+        out.append(ScheduledStep(f"hour-{h:02d}-{'up' if n > before else 'down'}-{n}",
+                                 (local - offset) % MINUTES_PER_DAY, n))
+    return out
+
+
+def utc_offset_minutes(time_zone: str, on: date) -> int:
+    """The zone's offset from UTC at noon of `on`, minutes (Asia/Shanghai: +480)."""
+    offset = datetime(on.year, on.month, on.day, 12, tzinfo=ZoneInfo(time_zone)).utcoffset()
+    return int(offset.total_seconds() // 60) if offset is not None else 0
+
+
+def keeps_offset(time_zone: str, year: int) -> bool:
+    """Whether the zone has one UTC offset all year (no daylight saving time): UTC crons then never drift."""
+    return utc_offset_minutes(time_zone, date(year, 1, 15)) == utc_offset_minutes(time_zone, date(year, 7, 15))
+
+
+def schedule_window(today: date) -> tuple[str, str]:
+    """(first launch, end of recurrence) of the scheduled tasks, ISO 8601 UTC as ESS wants them: from tomorrow, and
+    until 365 days after the first of this month (within ESS's year from any day of the month, and the same all
+    month, so `pulumi up` renews the year without updating the tasks every day)."""
+    start = today + timedelta(days=1)
+    end = date(today.year, today.month, 1) + timedelta(days=SCHEDULE_HORIZON_DAYS)
+    return f"{start.isoformat()}T00:00Z", f"{end.isoformat()}T00:00:00Z"
+
+
+def today_utc() -> date:
+    return datetime.now(UTC).date()
