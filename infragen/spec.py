@@ -257,7 +257,9 @@ class WorkloadSpec(_Strict):
     """Where the checkpoint is downloaded from: a Hugging Face repo id (`org/name`, for GGUF
     `org/name/file.gguf`), a ModelScope repo (`modelscope://org/name`, reachable from mainland China), or an
     `s3://` / `oss://` URI. None = the registry's reference repo, which only works for bf16/fp16 (and fp8,
-    quantized online by vLLM)."""
+    quantized online by vLLM). The precision list says what the checkpoint holds: with an AWQ/GPTQ/INT8 format
+    listed it is that checkpoint; with fp8 and no bf16/fp16 listed it is an FP8 checkpoint (its quantization_config
+    decides vLLM's method); with bf16/fp16 listed it holds 16-bit weights (fp8 is then quantized at load)."""
     hf_endpoint: str | None = None
     """HF_ENDPOINT the nodes download Hugging Face repos from (a mirror of the Hub, `https://host[/path]`).
     None = huggingface.co."""

@@ -56,6 +56,22 @@ class ModelTypeRule(_Record):
     """Where the rule was read."""
 
 
+Checkpoint = Literal["sixteen_bit", "quantized"]
+
+
+class QuantizationFlag(_Record):
+    """The `vllm serve --quantization` value for one precision served from one kind of checkpoint."""
+
+    precision: str
+    """The planned weight format (`fp8`, `int4-awq`)."""
+    checkpoint: Checkpoint
+    """`sixteen_bit` (vLLM quantizes at load) or `quantized` (the checkpoint has a quantization_config)."""
+    flag: str | None
+    """The `--quantization` value; None = no flag (the checkpoint's quantization_config decides)."""
+    source: str
+    """Where the rule was read."""
+
+
 ShardWidth = Literal["attention_heads", "kv_heads", "vocab_padded", "dense_mlp", "experts", "shared_experts",
                      "attention_output"]
 
@@ -94,6 +110,8 @@ class CompatTable(_Record):
     """Where the rules come from (each rule names its own source)."""
     kernels: list[KernelRule]
     """vLLM kernels per weight format / KV-cache type."""
+    quantization_flags: list[QuantizationFlag]
+    """`--quantization` per precision and checkpoint kind."""
     model_types: list[ModelTypeRule]
     """HF model_type -> architecture class."""
     tp_rules: list[TpRule]
@@ -143,6 +161,21 @@ def kernel_problem(acc: Accelerator, kind: str, fmt: str, table: CompatTable | N
         return None
     return (f"{acc.id} (compute capability {acc.compute_capability}) has no vLLM kernel for {what}: "
             f"needs {rule.min_compute_capability} or newer")
+
+
+def quantization_flag(precision: str, checkpoint: Checkpoint, table: CompatTable | None = None) -> str | None:
+    """`--quantization` for serving `precision` from a `checkpoint` of that kind; None = no flag. A 16-bit format
+    from a 16-bit checkpoint needs none; any other pair must have a rule, so a new format cannot fall through to a
+    flag vLLM would refuse."""
+    table = table or load_compat()
+    rule = next((r for r in table.quantization_flags if r.precision == precision and r.checkpoint == checkpoint),
+                None)
+    if rule is not None:
+        return rule.flag
+    if checkpoint == "sixteen_bit" and precision in {"bf16", "fp16"}:
+        return None
+    raise DataError(f"infragen/catalog/data/compat.yaml: no quantization_flags rule for {precision} served from a "
+                    f"{checkpoint} checkpoint")
 
 
 def wheel_problem(acc: Accelerator, release: EngineRelease | None = None) -> str | None:

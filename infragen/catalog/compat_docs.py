@@ -57,6 +57,14 @@ def render_compat_rules() -> str:
     for k in table.kernels:
         out.append(f"| {k.kind} | {k.format} | {k.min_compute_capability} | {', '.join(k.amd_targets) or 'none'} | "
                    f"{_cell(k.source)} |")
+    out += ["", "## `--quantization` per checkpoint", "",
+            "A 16-bit checkpoint (the registry's reference repo, or `weights` when `precision` also lists bf16/fp16) "
+            "served as fp8 is quantized at load; a quantized checkpoint (AWQ/GPTQ/INT8, block-FP8 reference repos, "
+            "`weights` when fp8 is listed without a 16-bit format) gets no flag: its `quantization_config` decides.",
+            "", "| precision | checkpoint | `--quantization` | source |", "|---|---|---|---|"]
+    for q in table.quantization_flags:
+        flag = f"`{q.flag}`" if q.flag else "none"
+        out.append(f"| {q.precision} | {q.checkpoint.replace('_', '-')} | {flag} | {_cell(q.source)} |")
     out += ["", "## Model types", "",
             f"| model_type | architecture | vLLM {vllm.version} | llama.cpp {llama.version} | first vLLM | source |",
             "|---|---|---|---|---|---|"]

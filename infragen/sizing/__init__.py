@@ -27,7 +27,7 @@ from infragen.plan import (
     SecretsPlan,
     StoragePlan,
 )
-from infragen.sizing import bill, bootstrap, daily, engine_args, explain, queueing, resources
+from infragen.sizing import bill, bootstrap, compat_gate, daily, engine_args, explain, queueing, resources
 from infragen.sizing.estimate import (
     estimate,
     estimate_memory,
@@ -112,6 +112,11 @@ def _weights(spec: WorkloadSpec, model: ModelArchitecture, precision: str) -> tu
     if spec.weights is None and precision not in {"bf16", "fp16", "fp8"}:
         warnings.append(f"precision {precision} needs a pre-quantized checkpoint: set `weights` "
                         f"(the reference repo {model.hf_repo} holds unquantized weights)")
+    if (spec.weights is not None and precision == "fp8" and not compat_gate.serves_reference(spec, model)
+            and compat_gate.checkpoint_kind(spec, model, precision) == "quantized"):
+        warnings.append(f"weights {spec.weights} is served as an FP8 checkpoint (precision lists fp8 and no 16-bit "
+                        "format): vLLM takes the method from its quantization_config; to quantize a 16-bit "
+                        "checkpoint at load instead, list bf16 in precision as well")
     source = "s3" if uri.startswith("s3://") else "oss" if uri.startswith("oss://") else "huggingface"
     if uri.startswith("modelscope://"):  # a ModelScope repo id: same `org/name[/file.gguf]` form as Hugging Face
         source, uri = "modelscope", uri.removeprefix("modelscope://")
@@ -137,7 +142,8 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
             weights=uri if source == "huggingface" else engine_args.MODEL_DIR + "/" + model.id,
             served_name=served, port=spec.port, tp=lay.tp, pp=lay.pp, max_model_len=mml, max_num_seqs=s.batch,
             gpu_memory_utilization=GPU_MEMORY_UTILIZATION, precision=lay.precision,
-            kv_cache_dtype=spec.kv_cache_dtype, multi_node=lay.nodes_per_replica > 1, model=model)
+            checkpoint=compat_gate.checkpoint_kind(spec, model, lay.precision), kv_cache_dtype=spec.kv_cache_dtype,
+            multi_node=lay.nodes_per_replica > 1, model=model)
         threads = None
         visible = [list(range(i * lay.tp, (i + 1) * lay.tp)) for i in range(lay.replicas_per_node)]
     else:

@@ -9,11 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from infragen.architecture import ModelArchitecture
-from infragen.catalog.compat import TpCheck, architecture_problem, kernel_problem, tp_check, wheel_problem
+from infragen.catalog.compat import (
+    Checkpoint,
+    TpCheck,
+    architecture_problem,
+    kernel_problem,
+    tp_check,
+    wheel_problem,
+)
 from infragen.catalog.records import Accelerator
 from infragen.sizing.types import Hardware
 from infragen.spec import PREQUANTIZED_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
 
+#: Precisions a 16-bit checkpoint is served in without quantization.
+SIXTEEN_BIT = frozenset({"bf16", "fp16"})
 #: Rule names shown in rejections and exit-3 fixes (tp rules use their compat.yaml id).
 CHECKPOINT, ARCHITECTURE, WHEEL, WEIGHT_KERNELS, KV_KERNELS = (
     "checkpoint method", "model architecture", "vLLM wheel", "weight kernels", "fp8 KV cache kernels")
@@ -71,6 +80,19 @@ def checkpoint_problem(spec: WorkloadSpec, engine: str, precision: str) -> str |
 def serves_reference(spec: WorkloadSpec, model: ModelArchitecture) -> bool:
     """True when the checkpoint served is the one the model record describes (`weights` unset or that repo)."""
     return spec.weights is None or spec.weights == model.hf_repo
+
+
+def checkpoint_kind(spec: WorkloadSpec, model: ModelArchitecture, precision: str) -> Checkpoint:
+    """Whether the served checkpoint is already quantized (it has a quantization_config, which then decides vLLM's
+    method) or holds 16-bit weights that vLLM quantizes at load. A given `weights` repo is an FP8 checkpoint when
+    fp8 is listed without a 16-bit format, as a listed AWQ/GPTQ/INT8 format makes it that checkpoint."""
+    if precision in PREQUANTIZED_PRECISIONS:
+        return "quantized"
+    if precision != "fp8":
+        return "sixteen_bit"
+    if serves_reference(spec, model):
+        return "quantized" if model.weight_block_size is not None else "sixteen_bit"
+    return "sixteen_bit" if any(p in SIXTEEN_BIT for p in spec.precision) else "quantized"
 
 
 def block_fp8_problem(spec: WorkloadSpec, model: ModelArchitecture, precision: str) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from infragen.architecture import ModelArchitecture
+from infragen.catalog.compat import Checkpoint, quantization_flag
 from infragen.catalog.engines import EngineRelease, argv_problems, pinned_release
 from infragen.errors import InfragenError
 from infragen.sizing.memory import vllm_profile_tokens
@@ -13,25 +14,20 @@ from infragen.sizing.memory import vllm_profile_tokens
 MODEL_DIR = "/opt/models"
 API_KEY_FILE = "/run/infragen/api-key"
 
-#: vLLM --quantization per weight format. Pre-quantized checkpoints (AWQ, GPTQ, INT8) get none: the checkpoint's
-#: quantization_config decides the method and vLLM picks the kernel (0.34 maps awq/awq_marlin to one config), so an
-#: AWQ repo is never forced to another method. fp8 quantizes a 16-bit checkpoint online and matches an FP8 one.
-VLLM_QUANTIZATION: dict[str, str | None] = {
-    "bf16": None, "fp16": None, "fp8": "fp8", "int8": None, "int4-awq": None, "int4-gptq": None,
-}
-
-
 def vllm_argv(
     *, weights: str, served_name: str, port: int, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
-    gpu_memory_utilization: float, precision: str, kv_cache_dtype: str, multi_node: bool,
+    gpu_memory_utilization: float, precision: str, checkpoint: Checkpoint, kv_cache_dtype: str, multi_node: bool,
     model: ModelArchitecture,
 ) -> list[str]:
-    """`vllm serve ...` for one replica."""
+    """`vllm serve ...` for one replica. `checkpoint` says whether the weights are already quantized: then their
+    quantization_config decides the method (no `--quantization`, so an AWQ or compressed-tensors FP8 repo is never
+    forced to another one); a 16-bit checkpoint served as fp8 is quantized at load (compat.yaml
+    quantization_flags)."""
     argv = ["vllm", "serve", weights, "--served-model-name", served_name, "--host", "0.0.0.0", "--port", str(port),
             "--tensor-parallel-size", str(tp), "--pipeline-parallel-size", str(pp),
             "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
             "--gpu-memory-utilization", f"{gpu_memory_utilization:.2f}"]
-    quant = VLLM_QUANTIZATION.get(precision)
+    quant = quantization_flag(precision, checkpoint)
     if quant:
         argv += ["--quantization", quant]
     if kv_cache_dtype == "fp8":

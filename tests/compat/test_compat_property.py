@@ -14,7 +14,7 @@ from infragen.catalog.engines import argv_problems, pinned_release
 from infragen.catalog.models import load_model_registry
 from infragen.catalog.records import Accelerator
 from infragen.sizing import engine_args, estimate_memory, hardware_from_gpu
-from infragen.sizing.compat_gate import layout_rejection
+from infragen.sizing.compat_gate import checkpoint_kind, layout_rejection
 from infragen.spec import PREQUANTIZED_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
 
 TPS = (1, 2, 4, 8)
@@ -68,7 +68,8 @@ def _argv(model_id: str, precision: str, kv: str, tp: int) -> tuple[str, ...]:
     mml = min(model.max_position_embeddings, 8192)
     return tuple(engine_args.vllm_argv(
         weights=model.hf_repo or model.id, served_name=model.id, port=8000, tp=tp, pp=1, max_model_len=mml,
-        max_num_seqs=64, gpu_memory_utilization=0.9, precision=precision, kv_cache_dtype=kv, multi_node=False,
+        max_num_seqs=64, gpu_memory_utilization=0.9, precision=precision,
+        checkpoint=checkpoint_kind(_spec(model, precision, kv), model, precision), kv_cache_dtype=kv, multi_node=False,
         model=model))
 
 

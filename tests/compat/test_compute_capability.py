@@ -166,3 +166,51 @@ def test_an_awq_repo_is_served_as_awq_never_with_quantization_fp8() -> None:
     assert plan.deployment.precision == "int4-awq" and "--quantization" not in plan.engine.argv
     assert all(a.precision != "fp8" or "served as int4-awq, never as fp8" in a.rejected_because
                for a in plan.alternatives)
+
+
+def _plan_fp8(**extra):  # type: ignore[no-untyped-def]
+    spec = WorkloadSpec.model_validate({
+        "model": "llama-3.1-8b", "cloud": "aws", "regions": ["us-east-1"], "instance_families": {"allow": ["g6e"]},
+        "traffic": {"concurrent_users": 8, "prompt_tokens": 512, "output_tokens": 128}, **extra})
+    return plan_workload(spec, catalog=load_catalog(), model=load_model_registry()["llama-3.1-8b"], workload_name="t")
+
+
+def _quantization(argv: list[str]) -> str | None:
+    return argv[argv.index("--quantization") + 1] if "--quantization" in argv else None
+
+
+def test_a_16_bit_checkpoint_served_as_fp8_is_quantized_at_load_with_the_current_flag() -> None:
+    # vLLM 0.34 deprecates `--quantization fp8` for online quantization in favour of fp8_per_tensor
+    plan = _plan_fp8(precision=["fp8"])
+    assert plan.deployment.precision == "fp8" and _quantization(plan.engine.argv) == "fp8_per_tensor"
+    own = _plan_fp8(precision=["bf16", "fp8"], weights="acme/llama-3.1-8b-finetune", slo={"tpot_ms": 20})
+    assert own.deployment.precision == "fp8" and _quantization(own.engine.argv) == "fp8_per_tensor"
+
+
+def test_a_given_fp8_checkpoint_decides_its_own_method() -> None:
+    # RedHatAI FP8 repos are compressed-tensors: vLLM refuses `--quantization fp8` on them
+    # ("Quantization method specified in the model config (compressed-tensors) does not match ...")
+    plan = _plan_fp8(precision=["fp8"], weights="RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8")
+    assert plan.deployment.precision == "fp8" and _quantization(plan.engine.argv) is None
+    assert any("served as an FP8 checkpoint" in w for w in plan.warnings)
+
+
+def test_a_block_fp8_reference_checkpoint_gets_no_quantization_flag() -> None:
+    from infragen.sizing.compat_gate import checkpoint_kind
+
+    model = load_model_registry()["deepseek-v3"]
+    spec = WorkloadSpec.model_validate({
+        "model": "deepseek-v3", "precision": ["fp8"], "cloud": "aws", "regions": ["us-east-1"],
+        "traffic": {"concurrent_users": 8, "prompt_tokens": 512, "output_tokens": 128}})
+    assert model.weight_block_size is not None and checkpoint_kind(spec, model, "fp8") == "quantized"
+
+
+def test_every_non_16_bit_vllm_precision_has_a_quantization_rule() -> None:
+    from infragen.catalog.compat import quantization_flag
+    from infragen.spec import PREQUANTIZED_PRECISIONS, VLLM_PRECISIONS
+
+    for precision in sorted(VLLM_PRECISIONS - {"bf16", "fp16"}):
+        quantization_flag(precision, "quantized")  # raises DataError without a rule
+    assert quantization_flag("fp8", "sixteen_bit") == "fp8_per_tensor"
+    assert all(quantization_flag(p, "quantized") is None for p in PREQUANTIZED_PRECISIONS & VLLM_PRECISIONS)
+    assert all(r.source.strip() for r in load_compat().quantization_flags)

@@ -9,8 +9,8 @@ from tests.sizing.conftest import GEMMA2_LIKE, LLAMA3_8B
 
 def _argv(model, max_model_len: int) -> list[str]:  # type: ignore[no-untyped-def]
     return vllm_argv(weights="org/m", served_name="m", port=8000, tp=1, pp=1, max_model_len=max_model_len,
-                     max_num_seqs=32, gpu_memory_utilization=0.9, precision="bf16", kv_cache_dtype="auto",
-                     multi_node=False, model=model)
+                     max_num_seqs=32, gpu_memory_utilization=0.9, precision="bf16", checkpoint="sixteen_bit",
+                     kv_cache_dtype="auto", multi_node=False, model=model)
 
 
 def _flag(argv: list[str], name: str) -> str:
