@@ -18,6 +18,7 @@ from infragen.plan import Plan
 from infragen.render import node_roles, render_user_data
 from tests.plan_factory import make_plan
 from tests.render.support import CASES, EXAMPLES, example_plan
+from tests.rendered_argvs import rendered_argvs
 
 
 def rendered_argv(plan: Plan) -> list[str]:
@@ -45,6 +46,17 @@ def test_every_example_renders_a_command_the_pinned_parser_accepts(path: Path) -
 @pytest.mark.parametrize(("kind", "cloud"), CASES, ids=[f"{k}-{c}" for k, c in CASES])
 def test_every_factory_plan_renders_a_command_the_pinned_parser_accepts(kind: str, cloud: str) -> None:
     _check(make_plan(kind, cloud))
+
+
+def test_the_set_checked_against_the_real_parser_passes_the_option_data() -> None:
+    # tests/rendered_argvs.py feeds vllm_argv_check.py (real vLLM parser, maintainer venv); here the same set, FP8
+    # workloads included, is replayed against the generated option data on every run
+    argvs = dict(rendered_argvs(Path(__file__).resolve().parents[2]))
+    assert len([a for a in argvs.values() if a[:2] == ["vllm", "serve"]]) >= 20
+    assert "--quantization" not in argvs["fp8 checkpoint in weights"]
+    assert "fp8_per_tensor" in argvs["fp8 from the 16-bit reference"]
+    for label, argv in argvs.items():
+        assert argv_problems("vllm" if argv[0] == "vllm" else "llama.cpp", argv) == [], label
 
 
 def test_the_generated_descriptions_match_the_pins() -> None:

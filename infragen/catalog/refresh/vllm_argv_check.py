@@ -4,7 +4,7 @@ does before it touches a GPU. Reads one JSON argv per line on stdin (from `pytho
 rendered_argvs`); prints one line per argv and exits 1 when any is refused.
 
 Run in the same throwaway venv as vllm_args.py (stdlib + vllm only; it must not import infragen):
-    python -m infragen.catalog.refresh.rendered_argvs \\
+    python -m tests.rendered_argvs \\
       | VLLM_TARGET_DEVICE=cpu /tmp/vllm-env/bin/python infragen/catalog/refresh/vllm_argv_check.py
 """
 

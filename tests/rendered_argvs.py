@@ -1,6 +1,7 @@
 """Every engine command line infragen renders for the examples, the test workloads and the hand-built test plans,
 one JSON `[label, argv]` per line, for vllm_argv_check.py to run through the pinned vLLM's real parser (which
-CI does not install). Run from the repository root in the project's venv."""
+CI does not install). Run from the repository root in the project's venv: `python -m tests.rendered_argvs`.
+tests/render/test_engine_flags.py replays the same set against the generated option data on every test run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from infragen.catalog.models import load_model_registry
 from infragen.errors import InfragenError
 from infragen.sizing import plan_file, plan_workload
 from infragen.spec import WorkloadSpec
+from tests.plan_factory import make_plan
 
 #: FP8 workloads none of the examples covers: a 16-bit checkpoint quantized at load, a given FP8 checkpoint, and
 #: a block-FP8 reference checkpoint (each renders a different --quantization).
@@ -43,9 +45,6 @@ def rendered_argvs(root: Path) -> list[tuple[str, list[str]]]:
         plan = plan_workload(spec, catalog=load_catalog(), model=load_model_registry()[fields["model"]],
                              workload_name="argv-check")
         out.append((label, list(plan.engine.argv)))
-    sys.path.insert(0, str(root))
-    from tests.plan_factory import make_plan
-
     for cloud in ("aws", "alicloud"):
         for kind in ("single", "packed", "tp", "multinode"):
             out.append((f"plan_factory {kind} {cloud}", list(make_plan(kind, cloud).engine.argv)))  # type: ignore[arg-type]
