@@ -36,6 +36,11 @@ _GIT_URL = re.compile(r"^(?:(?:https?|file|ssh|git)://[^\s]+|/[^\s]*)$")
 #: Launch lifecycle hook of an AWS serving group: the node's readiness unit completes it, and only then does the
 #: Auto Scaling group register the node with the load balancer (the AWS program creates the hook by this name).
 AWS_LAUNCH_HOOK = "infragen-ready"
+#: Termination lifecycle hook of an AWS group of packed nodes: the node's lb-ports unit completes it once the engine
+#: ports it registered itself have been deregistered and drained (the AWS program creates the hook by this name).
+AWS_DRAIN_HOOK = "infragen-drain"
+#: Target-group deregistration delay bounds, seconds (ELB: 0-3600); streams need at least the idle timeout.
+DEREGISTRATION_DELAY_RANGE_S = (30, 3600)
 #: Ray's default GCS port (`ray start --head` docs); the head listens here and workers join it.
 RAY_PORT = 6379
 
@@ -71,6 +76,22 @@ class Instance:
 def node_roles(plan: Plan) -> list[str]:
     """The user-data roles a plan needs: `["replica"]`, or `["head", "worker"]` for multi-node replicas."""
     return list(ROLES_MULTI if plan.deployment.nodes_per_replica > 1 else ROLES_SINGLE)
+
+
+def deregistration_delay_s(plan: Plan) -> int:
+    """Draining time of a leaving target: the LB idle timeout (a stream may be that quiet), within ELB's range.
+    The AWS target group uses it, and a packed node waits it out after deregistering its own engine ports."""
+    low, high = DEREGISTRATION_DELAY_RANGE_S
+    return max(low, min(plan.network.idle_timeout_s, high))
+
+
+def node_registered_ports(plan: Plan) -> list[int]:
+    """Engine ports an AWS node registers with its target group itself: all but the first (which the Auto Scaling
+    group registers), on a single-node replica that packs several engines; else none."""
+    d = plan.deployment
+    if d.cloud != "aws" or d.nodes_per_replica > 1:
+        return []
+    return [plan.engine.port + i for i in range(1, d.replicas_per_node)]
 
 
 def render_user_data(plan: Plan, role: str, *, head_address: str | None = None,
@@ -146,6 +167,9 @@ def _context(plan: Plan, role: str, head_address: str | None) -> dict[str, Any]:
         "head_address": head_address or "",
         "ray_port": RAY_PORT,
         "lifecycle_hook": AWS_LAUNCH_HOOK,
+        "drain_hook": AWS_DRAIN_HOOK,
+        "drain_s": deregistration_delay_s(plan),
+        "lb_ports": node_registered_ports(plan) if role == "replica" else [],
         "cluster_gpus": d.gpus_per_replica,
         "instances": instances,
         "engine_units": " ".join(f"infragen-engine@{i.index}.service" for i in instances),
@@ -265,6 +289,8 @@ def _files(plan: Plan, role: str) -> list[tuple[str, str, str]]:
         files.append((f"{SBIN_DIR}/infragen-ray", "0755", "scripts/ray.sh.j2"))
     if role in ("replica", "head"):
         files.append((f"{SBIN_DIR}/infragen-ready", "0755", "scripts/ready.sh.j2"))
+    if role == "replica" and node_registered_ports(plan):
+        files.append((f"{SBIN_DIR}/infragen-lb-ports", "0755", "scripts/lb-ports.sh.j2"))
     if plan.engine.env:
         files.append(("/etc/infragen/engine-common.env", "0644", "units/engine-common.env.j2"))
     files.append((f"{UNIT_DIR}/infragen-boot.service", "0644", "units/boot.service.j2"))
@@ -275,6 +301,8 @@ def _files(plan: Plan, role: str) -> list[tuple[str, str, str]]:
             files.append((f"/etc/infragen/engine-{i}.env", "0644", f"units/engine.env.j2#{i}"))
         files.append((f"{UNIT_DIR}/infragen-engine@.service", "0644", "units/engine@.service.j2"))
         files.append((f"{UNIT_DIR}/infragen-ready.service", "0644", "units/ready.service.j2"))
+    if role == "replica" and node_registered_ports(plan):
+        files.append((f"{UNIT_DIR}/infragen-lb-ports.service", "0644", "units/lb-ports.service.j2"))
     files.append((f"{UNIT_DIR}/infragen.target", "0644", "units/infragen.target.j2"))
     return files
 

@@ -12,6 +12,7 @@ from infragen import __version__
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog, load_catalog
 from infragen.catalog.engines import pinned_version
+from infragen.catalog.load_balancers import load_balancer_facts
 from infragen.catalog.services import load_service_prices
 from infragen.plan import (
     CostPlan,
@@ -129,6 +130,18 @@ def _weights(spec: WorkloadSpec, model: ModelArchitecture, precision: str) -> tu
     return source, uri, file, warnings
 
 
+def _targets_warning(cloud: str, replicas: int) -> str | None:
+    """Every serving engine is one load-balancer target (instance + port); above the cloud's default quota the
+    deploy fails until the quota is raised (load_balancers.yaml)."""
+    facts = load_balancer_facts(cloud)
+    quota = facts.max_targets_per_load_balancer
+    if quota is None or replicas <= quota:
+        return None
+    raise_it = "request an increase before deploying" if facts.targets_adjustable else "it cannot be raised"
+    return (f"{replicas:,} engines are {replicas:,} load-balancer targets, above the default quota of {quota:,} "
+            f"per load balancer: {raise_it} ({facts.targets_source.split(';')[0]})")
+
+
 def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Candidate, result: SearchResult) -> Plan:
     s, est, lay, inst = c.sizing, c.sizing.estimate, c.sizing.layout, c.sizing.instance
     assert est is not None
@@ -182,6 +195,9 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     elif c.price_source.startswith(OVERRIDE_SOURCE):
         warnings.append(f"priced with your own price for {inst.id} in {c.region}, not the catalog's: {c.price_source}")
     warnings.extend(n for n in est.notes if n not in warnings)
+    targets = _targets_warning(c.cloud, s.replicas)
+    if targets:
+        warnings.append(targets)
     if spec.slo.ttft_p99_ms is None and spec.slo.tpot_ms is None and spec.slo.e2e_p99_ms is None:
         warnings.append(f"no slo given: sized for throughput alone (batches of up to {s.batch}), so at peak expect "
                         f"TTFT {est.ttft_ms:,.0f} ms, TPOT {est.tpot_ms:.1f} ms, E2E {est.e2e_ms / 1000:,.1f} s; "

@@ -46,6 +46,18 @@ def describe(c: Candidate, *, region: bool = True) -> str:
     return f"{nodes}{c.sizing.instance.id} ({lay.precision}, {lay.engine}, {shape}){where}"
 
 
+def _tie_break(chosen: Candidate, other: Candidate) -> str:
+    """What decided between two candidates of the same price (Candidate.sort_key's order after the cost)."""
+    a, b = chosen.sort_key(), other.sort_key()
+    if a[2] != b[2]:
+        return "has the lower TTFT"
+    if a[3] != b[3]:
+        return "has the lower TPOT"
+    if a[4] != b[4]:
+        return f"needs fewer nodes ({chosen.nodes} vs {other.nodes})"
+    return "comes first by instance id"
+
+
 def alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
     """The best candidate of every other instance type considered, and why it lost."""
     out = []
@@ -58,7 +70,7 @@ def alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
         elif cand.usd_per_month is not None and chosen.usd_per_month is not None:
             extra = cand.usd_per_month - chosen.usd_per_month
             why = (f"costs ${extra:,.0f}/month more than the chosen plan" if extra >= 0.5
-                   else "same price; the chosen plan has lower latency (tie break)")
+                   else f"same price; the chosen plan {_tie_break(chosen, cand)} (tie break)")
         else:
             why = "ranked after the chosen plan (price unknown or higher)"
         serves = est is not None and not s.rejected

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog
+from infragen.catalog.load_balancers import load_balancer_facts
 from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
 from infragen.sizing import queueing, resources
@@ -25,11 +26,6 @@ Estimator = Callable[..., Estimate]
 DEFAULT_REGION = {"aws": "us-east-1", "alicloud": "cn-hangzhou"}
 #: Batch sizes probed for the best SLO-meeting batch (plus the engine's maximum).
 BATCH_LEVELS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-#: Most engines packed on one node, by cloud. AWS: the provisioner gives each engine port its own target group,
-#: because an Auto Scaling group registers its instances at the target group's port only, and an ALB forward action
-#: takes at most 5 target groups (ELB quotas, "target groups per action"). Alibaba server groups take instance+port
-#: pairs: no limit.
-MAX_ENGINES_PER_NODE = {"aws": 5}
 MAX_NODES_PER_REPLICA = 4
 #: vLLM's --gpu-memory-utilization the plans use (the share of each GPU's memory vLLM may take).
 GPU_MEMORY_UTILIZATION = 0.9
@@ -139,7 +135,10 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
             for tp in (1, 2, 4, 8):
                 if tp > g or g % tp:  # what the model allows is compat.yaml's (tp_rules), with a reason
                     continue
-                per_node = min(g // tp, MAX_ENGINES_PER_NODE.get(inst.cloud, g))
+                # How many engines the load balancer reaches on one node is a fact of the cloud's
+                # (load_balancers.yaml: one target group / server group of instance+port pairs, no limit today).
+                cap = load_balancer_facts(inst.cloud).max_engines_per_node
+                per_node = g // tp if cap is None else min(g // tp, cap)
                 yield Layout("vllm", precision, tp, 1, 1, per_node), ""
             if spec.allow_multi_node and g >= 2:
                 if inst.rdma == "none":

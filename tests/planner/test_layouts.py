@@ -4,9 +4,9 @@ when the node's RAM or vCPUs cannot host more, ties broken by fewer nodes."""
 from __future__ import annotations
 
 from infragen.catalog import catalog_from_records, load_catalog
+from infragen.catalog.load_balancers import load_load_balancers
 from infragen.catalog.models import load_model_registry
 from infragen.sizing import plan_workload, search
-from infragen.sizing.search import MAX_ENGINES_PER_NODE
 from infragen.spec import WorkloadSpec
 
 
@@ -38,12 +38,45 @@ def test_alibaba_packs_one_engine_per_gpu_on_an_8_gpu_node() -> None:
     assert layouts[(1, 8)] is None
 
 
-def test_aws_packs_up_to_its_load_balancer_limit_instead_of_rejecting_tp1() -> None:
+def test_aws_packs_one_engine_per_gpu_on_an_8_gpu_node() -> None:
+    """One target group takes every engine port as instance + port targets: no 5-engine cap on AWS."""
     inst = load_catalog().instance("p4d.24xlarge")
     layouts = _layouts(_spec("aws", "us-east-1"), _catalog(inst))
-    cap = MAX_ENGINES_PER_NODE["aws"]
-    assert (1, cap) in layouts and layouts[(1, cap)] is None  # 5 engines, 3 GPUs idle: an option, not a rejection
-    assert not any(engines > cap for _, engines in layouts)
+    assert (1, 8) in layouts and layouts[(1, 8)] is None
+    assert (2, 4) in layouts and (4, 2) in layouts and (8, 1) in layouts
+
+
+def test_packing_limits_are_sourced_data() -> None:
+    table = load_load_balancers()
+    assert set(table.clouds) == {"aws", "alicloud"}
+    for facts in table.clouds.values():
+        assert facts.engines_per_node_source.strip() and facts.targets_source.strip()
+    assert table.clouds["aws"].max_targets_per_load_balancer == 1000  # ELB ALB quotas page
+
+
+def test_8b_denied_g6e_and_p5_plans_8_engines_on_one_p4d_or_cheaper() -> None:
+    """#15's done-when: with g6e and p5 denied, an 8B chat workload gets 8 x tp1 on one p4d (the load balancer
+    reaches all 8 ports), where the 5-engine cap used to give 4 x tp2 on a dearer p4de."""
+    spec = WorkloadSpec.model_validate({
+        "model": "llama-3.1-8b", "precision": ["bf16"], "cloud": "aws", "regions": ["us-east-1"],
+        "traffic": {"peak_requests_per_s": 30, "prompt_tokens": 1024, "output_tokens": 256},
+        "slo": {"ttft_p99_ms": 2000, "tpot_ms": 50}, "instance_families": {"deny": ["g6e", "p5"]}})
+    plan = plan_workload(spec, catalog=load_catalog(), model=load_model_registry()["llama-3.1-8b"],
+                         workload_name="deny")
+    d = plan.deployment
+    p4d = load_catalog().instance("p4d.24xlarge").price_in("us-east-1")
+    assert p4d is not None and p4d.on_demand_usd_per_hour is not None
+    assert plan.cost.usd_per_month <= p4d.on_demand_usd_per_hour * 730 + 0.01  # one p4d (or cheaper)
+    assert (d.instance_type, d.nodes, d.tp, d.replicas_per_node) == ("p4d.24xlarge", 1, 1, 8)
+
+
+def test_many_engines_warn_about_the_load_balancer_targets_quota() -> None:
+    from infragen.sizing import _targets_warning
+
+    assert _targets_warning("aws", 1000) is None
+    warning = _targets_warning("aws", 1001)
+    assert warning is not None and "1,000" in warning and "request an increase" in warning
+    assert _targets_warning("alicloud", 10**6) is None  # quota not read: no claim
 
 
 def test_fewer_engines_per_node_when_ram_cannot_host_a_full_node() -> None:
@@ -80,3 +113,15 @@ def test_an_alibaba_plan_of_8_engines_per_node_renders_every_engine_port() -> No
     assert plan.engine.visible_devices == [[i] for i in range(8)]
     user_data = render_all(plan)["replica.yaml"]  # the argv passes the pinned vLLM parser
     assert all(str(plan.engine.port + i) in user_data for i in range(8))
+
+
+def test_a_same_price_alternative_names_the_tie_break_that_decided() -> None:
+    """Eight one-H100 nodes or one eight-H100 node at the same price: fewer nodes wins, and the table says so."""
+    from pathlib import Path
+
+    from infragen.sizing import plan_file
+
+    plan = plan_file(Path(__file__).parents[2] / "examples" / "enterprise-70b.yaml")
+    assert (plan.deployment.instance_type, plan.deployment.replicas_per_node) == ("p5.48xlarge", 8)
+    single = next(a for a in plan.alternatives if a.instance_type == "p5.4xlarge")
+    assert single.rejected_because == "same price; the chosen plan needs fewer nodes (1 vs 8) (tie break)"

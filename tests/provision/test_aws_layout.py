@@ -100,16 +100,13 @@ def test_target_ports_follow_packing() -> None:
     assert target_ports(make_plan("tp", "aws")) == [8000]
 
 
-def test_packed_behind_nlb_is_rejected() -> None:
-    plan = with_updates(make_plan("packed", "aws"), "network", load_balancer="nlb")
-    with pytest.raises(InputError, match="NLB"):
-        target_ports(plan)
-
-
-def test_more_packed_engines_than_an_alb_action_takes_is_rejected() -> None:
+def test_packed_ports_are_not_capped_by_the_alb_action_limit() -> None:
+    """One target group holds every engine port (instance + port targets), so neither the 5 target groups an ALB
+    action takes nor an NLB's one target group per listener limits the packing."""
     plan = with_updates(make_plan("packed", "aws"), "deployment", replicas_per_node=8)
-    with pytest.raises(InputError, match="at most 5 target groups"):
-        target_ports(plan)
+    assert target_ports(plan) == list(range(8000, 8008))
+    nlb = with_updates(plan, "network", load_balancer="nlb")
+    assert target_ports(nlb) == list(range(8000, 8008))
 
 
 def test_image_parameter_by_accelerator_and_arch() -> None:

@@ -18,8 +18,9 @@ from infragen.provision import build_stack
 from infragen.provision.aws import build_aws
 from infragen.provision.aws.compute import CAPACITY_WAIT_MARGIN_S
 from infragen.provision.aws.layout import POST_HOOK_GRACE_S
+from infragen.provision.aws.port_targets import DRAIN_MARGIN_S, node_registered_ports
 from infragen.provision.common import TAG_DIGEST, SecretLeakError, engine_ports
-from infragen.render.cloud_init import AWS_LAUNCH_HOOK
+from infragen.render.cloud_init import AWS_DRAIN_HOOK, AWS_LAUNCH_HOOK
 from tests.plan_factory import make_plan
 from tests.provision.conftest import (
     API_SENTINEL,
@@ -148,9 +149,15 @@ def test_traffic_waits_for_the_readiness_hook(stack: tuple[Plan, Recording]) -> 
         hooks = g.inputs.get("initialLifecycleHooks")
         if g in serving:
             assert g.inputs["healthCheckType"] == "ELB", g.name
-            (hook,) = hooks
+            hook, *drain = hooks
             assert hook == {"name": AWS_LAUNCH_HOOK, "lifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
                             "heartbeatTimeout": budget, "defaultResult": "ABANDON"}, g.name
+            # Packed nodes register their other engine ports themselves; the group keeps a terminating one until
+            # the node has deregistered and drained them (port_targets.py).
+            delay = min(max(plan.network.idle_timeout_s, 30), 3600)
+            assert drain == ([{"name": AWS_DRAIN_HOOK, "lifecycleTransition": "autoscaling:EC2_INSTANCE_TERMINATING",
+                               "heartbeatTimeout": min(delay + DRAIN_MARGIN_S, 7200), "defaultResult": "CONTINUE"}]
+                             if node_registered_ports(plan) else []), g.name
             assert g.inputs["healthCheckGracePeriod"] == POST_HOOK_GRACE_S, g.name
             assert g.inputs["waitForCapacityTimeout"] == f"{budget + CAPACITY_WAIT_MARGIN_S}s", g.name
             assert g.inputs["instanceRefresh"]["preferences"]["instanceWarmup"] == str(POST_HOOK_GRACE_S)
@@ -161,7 +168,8 @@ def test_traffic_waits_for_the_readiness_hook(stack: tuple[Plan, Recording]) -> 
         assert tg.inputs["healthCheck"]["path"] == plan.engine.health_path, tg.name
         # A leaving node keeps its streams for at least the LB idle timeout (within ELB's 0-3600 s).
         assert tg.inputs["deregistrationDelay"] == min(max(plan.network.idle_timeout_s, 30), 3600), tg.name
-    assert sorted(int(t.inputs["port"]) for t in rec.of_type(TG)) == engine_ports(plan)
+    # One target group at the first engine port: the group registers each node there, the node its other ports.
+    assert [int(t.inputs["port"]) for t in rec.of_type(TG)] == engine_ports(plan)[:1]
 
 
 def test_load_balancer_matches_plan(stack: tuple[Plan, Recording]) -> None:
@@ -196,6 +204,41 @@ def test_load_balancer_matches_plan(stack: tuple[Plan, Recording]) -> None:
     for g in rec.of_type(ASG):
         if not g.name.endswith("-workers"):
             assert sorted(g.inputs["targetGroupArns"]) == tg_arns, g.name
+
+
+def test_packed_nodes_may_register_their_ports_on_their_target_group_only(stack: tuple[Plan, Recording]) -> None:
+    """The node role may register and deregister targets of the stack's one target group (its ARN, not a
+    wildcard), and only when the plan packs engines."""
+    plan, rec = stack
+    policies = [p for p in rec.of_type("aws:iam/rolePolicy:RolePolicy") if p.name.endswith("-engine-ports")]
+    if not node_registered_ports(plan):
+        assert policies == []
+        return
+    (policy,) = policies
+    (tg,) = rec.of_type(TG)
+    statements = {s["Sid"]: s for s in json.loads(policy.inputs["policy"])["Statement"]}
+    assert statements["OwnEnginePorts"]["Resource"] == [f"arn:aws:mock:us-east-1:123456789012:{tg.name}"]
+    assert set(statements["OwnEnginePorts"]["Action"]) == {"elasticloadbalancing:RegisterTargets",
+                                                           "elasticloadbalancing:DeregisterTargets"}
+    assert statements["FindTargetGroup"]["Action"] == ["autoscaling:DescribeAutoScalingGroups"]
+    assert policy.inputs["role"].endswith("-node-role") or "node-role" in policy.inputs["role"]
+
+
+def test_eight_engines_per_node_need_one_target_group() -> None:
+    """More engines than an ALB action has target groups (5): still one target group, every port open to the LB."""
+    from tests.provision.test_aws_layout import with_updates
+
+    plan = make_plan("packed", "aws")
+    plan = with_updates(plan, "deployment", replicas_per_node=8, gpus_per_node=8,
+                        nodes=-(-plan.deployment.replicas // 8))
+    plan = with_updates(plan, "engine", visible_devices=[[i] for i in range(8)])
+    rec = run_aws(plan)
+    assert not rec.errors, rec.errors
+    (tg,) = rec.of_type(TG)
+    assert int(tg.inputs["port"]) == plan.engine.port
+    node_in = {r.inputs["fromPort"] for r in rec.of_type(INGRESS) if "node-sg" in r.inputs["securityGroupId"]}
+    assert node_in == set(range(plan.engine.port, plan.engine.port + 8))
+    assert [p.name for p in rec.of_type("aws:iam/rolePolicy:RolePolicy") if p.name.endswith("-engine-ports")]
 
 
 def test_spot_uses_mixed_instances_policy(stack: tuple[Plan, Recording]) -> None:

@@ -353,3 +353,75 @@ def test_storage_accepts_a_disk_sized_to_the_required_space(tmp_path: Path) -> N
     assert (result := run(root, "infragen-storage", tmp_path / "bin")).returncode == 0, result.stderr
     assert calls.read_text().splitlines() == [
         "mkfs.xfs -f -L infragen-models /dev/vdb", f"mount -o noatime /dev/vdb {root}/opt/models"]
+
+
+AWS_TARGETS = """
+echo "$*" >> "$CALLS"
+case "$*" in
+  *describe-auto-scaling-instances*) echo grp ;;
+  *describe-auto-scaling-groups*) echo arn:aws:elasticloadbalancing:us-east-1:1:targetgroup/tg/1 ;;
+  *register-targets*|*complete-lifecycle-action*) ;;
+  *) exit 9 ;;
+esac
+"""
+
+
+def _lb_ports_sandbox(tmp_path: Path) -> tuple[Path, Path]:
+    plan = make_plan("packed")
+    root = sandbox(plan, "replica", tmp_path / "root")
+    script = root / "usr/local/sbin/infragen-lb-ports"
+    script.write_text(script.read_text().replace('sleep "$DRAIN_S"', "sleep 0").replace("while sleep 5", "while :"))
+    (root / "run/infragen").mkdir(parents=True)
+    calls = tmp_path / "calls"
+    fake(tmp_path / "bin", "aws", f'CALLS={calls}\n' + AWS_TARGETS)
+    return root, calls
+
+
+def test_packed_node_registers_and_drains_its_other_engine_ports(tmp_path: Path) -> None:
+    """The group registers port 8000; the node adds 8001-8003 to the group's one target group by id and port, and
+    takes them out (once) before its engines stop."""
+    root, calls = _lb_ports_sandbox(tmp_path)
+    with metadata_service({"instance-id": "i-0abc"}) as imds:
+        assert run(root, "infragen-lb-ports", tmp_path / "bin", "register", imds=imds.url).returncode == 0
+        for _ in range(2):
+            result = run(root, "infragen-lb-ports", tmp_path / "bin", "deregister", imds=imds.url)
+            assert result.returncode == 0, result.stderr
+    lines = calls.read_text().splitlines()
+    targets = "--targets Id=i-0abc,Port=8001 Id=i-0abc,Port=8002 Id=i-0abc,Port=8003"
+    tg = "--target-group-arn arn:aws:elasticloadbalancing:us-east-1:1:targetgroup/tg/1"
+    assert f"elbv2 register-targets --region us-east-1 {tg} {targets}" in lines
+    assert [line for line in lines if "deregister-targets" in line] == [
+        f"elbv2 deregister-targets --region us-east-1 {tg} {targets}"]
+    assert not any("Port=8000" in line for line in lines)  # the Auto Scaling group's own registration
+
+
+def test_packed_node_deregisters_then_completes_the_termination_hook(tmp_path: Path) -> None:
+    root, calls = _lb_ports_sandbox(tmp_path)
+    state = {"instance-id": "i-0abc", "autoscaling/target-lifecycle-state": "Terminated"}
+    with metadata_service(state) as imds:
+        result = run(root, "infragen-lb-ports", tmp_path / "bin", "watch", imds=imds.url)
+    assert result.returncode == 0, result.stderr
+    lines = calls.read_text().splitlines()
+    dereg = next(i for i, line in enumerate(lines) if "deregister-targets" in line)
+    complete = next(i for i, line in enumerate(lines) if "complete-lifecycle-action" in line)
+    assert dereg < complete
+    assert "--lifecycle-hook-name infragen-drain --instance-id i-0abc --lifecycle-action-result CONTINUE" in lines[
+        complete]
+
+
+def test_lb_ports_are_rendered_only_for_packed_aws_replicas() -> None:
+    from infragen.render.cloud_init import node_registered_ports
+
+    assert node_registered_ports(make_plan("packed")) == [8001, 8002, 8003]
+    for kind, cloud in (("single", "aws"), ("tp", "aws"), ("multinode", "aws"), ("packed", "alicloud")):
+        plan = make_plan(kind, cloud)  # type: ignore[arg-type]
+        assert node_registered_ports(plan) == []
+        roles = ["head", "worker"] if kind == "multinode" else ["replica"]
+        for role in roles:
+            text = render_user_data(plan, role, head_address="10.0.0.10" if role != "replica" else None)
+            assert "infragen-lb-ports" not in text
+    text = render_user_data(make_plan("packed"), "replica")
+    files = {f["path"]: f["content"] for f in yaml.safe_load(text)["write_files"]}
+    unit = files["/etc/systemd/system/infragen-lb-ports.service"]
+    assert "After=infragen-ready.service" in unit and "ExecStop=/usr/local/sbin/infragen-lb-ports deregister" in unit
+    assert "infragen-lb-ports.service" in files["/etc/systemd/system/infragen.target"]

@@ -28,6 +28,7 @@ from infragen.provision.aws.layout import (
 from infragen.provision.aws.load_balancer import LoadBalancer, LoadBalancerArgs, listener_ports
 from infragen.provision.aws.network import Network, NetworkArgs
 from infragen.provision.aws.options import AwsOptions, load_aws_options
+from infragen.provision.aws.port_targets import attach_port_targets
 from infragen.provision.aws.secrets import Secrets, SecretsArgs
 from infragen.provision.common import TAG_STACK, check_secret_free, check_user_data, name_stem, plan_tags
 from infragen.provision.settings import StackSettings
@@ -92,6 +93,8 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
         security_group_id=network.lb_sg.id, target_ports=ports, health_path=plan.engine.health_path,
         idle_timeout_s=idle_timeout_s(plan), deregistration_delay_s=deregistration_delay_s(plan),
         certificate_arn=settings.certificate_arn, tags=tags), opts)
+    # Packed nodes register their other engine ports on the one target group at boot: allowed before they start.
+    ports_policy = attach_port_targets(stem, plan, secrets.role, lb.target_groups[0], opts)
     compute = Compute(stem, ComputeArgs(
         plan=plan, subnets=subnet_cidrs(settings.vpc_cidr), private_subnet_ids=[s.id for s in network.private_subnets],
         node_security_group_id=network.node_sg.id,
@@ -99,7 +102,7 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
         instance_profile_arn=secrets.instance_profile.arn, target_group_arns=[t.arn for t in lb.target_groups],
         target_ports=ports, render_user_data=checked, tags=tags, image_id=aws_options.image_id,
         capacity_reservation_id=aws_options.capacity_reservation_id, capacity_block=aws_options.capacity_block),
-        pulumi.ResourceOptions(provider=provider, depends_on=[secrets]))
+        pulumi.ResourceOptions(provider=provider, depends_on=[secrets, *([ports_policy] if ports_policy else [])]))
     scaling = (attach_autoscaling(stem, plan, compute.groups[0], load_balancer_arn=lb.lb.arn,
                                   target_group_arns=[t.arn for t in lb.target_groups],
                                   opts=pulumi.ResourceOptions(provider=provider, parent=compute))

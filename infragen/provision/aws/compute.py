@@ -25,12 +25,14 @@ from infragen.provision.aws.layout import (
     ReplicaGroup,
     Role,
     Subnets,
+    deregistration_delay_s,
     efa_interfaces,
     encode_user_data,
     image_parameter,
     replica_groups,
     single_node_count,
 )
+from infragen.provision.aws.port_targets import drain_hook
 
 #: Renders the cloud-init for one node: (role, head private IP or None) -> user-data text.
 UserDataRenderer = Callable[[Role, "str | None"], str]
@@ -229,6 +231,9 @@ class Compute(pulumi.ComponentResource):
         hooks = [aws.autoscaling.GroupInitialLifecycleHookArgs(
             name=LIFECYCLE_HOOK_NAME, lifecycle_transition="autoscaling:EC2_INSTANCE_LAUNCHING",
             heartbeat_timeout=heartbeat, default_result="ABANDON")] if serving else None
+        drain = drain_hook(plan, deregistration_delay_s(plan)) if serving else None
+        if hooks and drain:
+            hooks.append(drain)  # packed nodes deregister their own engine ports first (port_targets.py)
         # A group of one (a head) launches its replacement before terminating the old node.
         healthy = (100, 200) if count == 1 else (50, 100)
         # The serving group of single-node replicas follows the plan's daily view (autoscaling.py); the scaler owns

@@ -19,6 +19,9 @@ from infragen.plan import Plan
 from infragen.provision.common import engine_ports
 from infragen.render.cloud_init import AWS_LAUNCH_HOOK
 
+# Re-exported: the target group's delay, which a packed node also waits out after deregistering its own ports.
+from infragen.render.cloud_init import deregistration_delay_s as deregistration_delay_s
+
 Role = Literal["replica", "head", "worker"]
 
 #: Availability zones the VPC spans (an ALB needs subnets in at least two AZs).
@@ -29,8 +32,6 @@ ROOT_DEVICE_NAME = "/dev/sda1"
 DATA_DEVICE_NAME = "/dev/sdf"
 #: EC2 user data is limited to 16 KB in raw form, before base64 encoding (EC2 user guide, "user data").
 USER_DATA_MAX_BYTES = 16 * 1024
-#: An ALB forward action takes at most 5 target groups (ELB quotas: "Target Groups per Action", not adjustable).
-ALB_MAX_TARGET_GROUPS_PER_ACTION = 5
 #: Idle timeout ranges, seconds: ALB `idle_timeout` 1-4000 and NLB TCP listener `tcp_idle_timeout_seconds`
 #: 60-6000 (ELB user guides, "Connection idle timeout").
 ALB_IDLE_TIMEOUT_RANGE_S = (1, 4000)
@@ -46,8 +47,6 @@ LIFECYCLE_HOOK_NAME = AWS_LAUNCH_HOOK
 #: With a launch lifecycle hook the group may use a grace period of 0 (EC2 Auto Scaling guide, "health check
 #: grace period"); a short one absorbs the first ELB health checks after the hook completes.
 POST_HOOK_GRACE_S = 60
-#: Target-group deregistration delay bounds, seconds (ELB: 0-3600); streams need at least the idle timeout.
-DEREGISTRATION_DELAY_RANGE_S = (30, 3600)
 
 
 @dataclass(frozen=True)
@@ -124,12 +123,6 @@ def head_reservation(subnet_cidr: str) -> str:
     return str(ipaddress.IPv4Network(f"{net.network_address + 8}/{HEAD_RESERVATION_PREFIX}"))
 
 
-def deregistration_delay_s(plan: Plan) -> int:
-    """Draining time of a leaving target: the LB idle timeout (a stream may be that quiet), within ELB's range."""
-    low, high = DEREGISTRATION_DELAY_RANGE_S
-    return max(low, min(plan.network.idle_timeout_s, high))
-
-
 def replica_groups(plan: Plan, subnets: Subnets) -> list[ReplicaGroup]:
     """One group per multi-node replica, spread round-robin over the AZs; empty for single-node replicas."""
     if not is_multinode(plan):
@@ -174,25 +167,12 @@ def efa_interfaces(plan: Plan) -> list[NetworkInterfaceSlot]:
 
 
 def target_ports(plan: Plan) -> list[int]:
-    """Ports the load balancer forwards to on every serving node (one target group each).
+    """Ports the load balancer forwards to on every serving node: one target group at the first, the node's other
+    engine ports registered on it as instance + port targets (port_targets.py; load_balancers.yaml has the source).
 
     Multi-node replicas serve from the head only, on the engine port.
     """
-    ports = engine_ports(plan)
-    lb = plan.network.load_balancer
-    if len(ports) > 1 and lb == "nlb":
-        raise InputError(
-            f"plan packs {len(ports)} engines per node behind an NLB, which forwards a listener to one "
-            "target group only",
-            fix="set network load_balancer to alb for packed replicas",
-        )
-    if len(ports) > ALB_MAX_TARGET_GROUPS_PER_ACTION:
-        raise InputError(
-            f"plan packs {len(ports)} engines per node; an ALB forward action takes at most "
-            f"{ALB_MAX_TARGET_GROUPS_PER_ACTION} target groups (AWS quota, not adjustable)",
-            fix="plan fewer, larger replicas per node",
-        )
-    return ports
+    return engine_ports(plan)
 
 
 def idle_timeout_s(plan: Plan) -> int:

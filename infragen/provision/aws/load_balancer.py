@@ -1,5 +1,6 @@
-"""Load balancer component: an internet-facing ALB (or NLB) in the public subnets, one target group per
-engine port on the nodes (packed replicas: port, port+1, ...), HTTP listener, HTTPS with a certificate.
+"""Load balancer component: an internet-facing ALB (or NLB) in the public subnets, one target group at the first
+engine port (packed replicas: the nodes register port+1, ... on it themselves), HTTP listener, HTTPS with a
+certificate.
 
 Reads ports, health path and idle timeout from the plan; makes no sizing decision.
 """
@@ -31,7 +32,8 @@ class LoadBalancerArgs:
     security_group_id: pulumi.Input[str]
     """Security group of the load balancer."""
     target_ports: tuple[int, ...]
-    """Engine ports on each node, one target group each."""
+    """Engine ports on each node; the target group's own port is the first (the others are registered by the node
+    as instance + port targets, so one target group reaches any number of engines)."""
     health_path: str
     """HTTP path the health check requests."""
     idle_timeout_s: int
@@ -45,7 +47,7 @@ class LoadBalancerArgs:
 
 
 class LoadBalancer(pulumi.ComponentResource):
-    """Internet-facing load balancer with one target group per engine port."""
+    """Internet-facing load balancer with one target group for every engine port."""
 
     def __init__(self, name: str, args: LoadBalancerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("infragen:aws:LoadBalancer", name, None, opts)
@@ -58,7 +60,8 @@ class LoadBalancer(pulumi.ComponentResource):
             drop_invalid_header_fields=True if alb else None, tags=args.tags, opts=child, **lb_kwargs)
 
         self.target_groups: list[aws.lb.TargetGroup] = []
-        for port in args.target_ports:
+        for port in args.target_ports[:1]:
+            # The health check runs on each target's own port ("traffic-port"), so every engine is checked.
             self.target_groups.append(aws.lb.TargetGroup(
                 f"{name}-tg-{port}", port=port, protocol="HTTP" if alb else "TCP", target_type="instance",
                 vpc_id=args.vpc_id, deregistration_delay=args.deregistration_delay_s,
