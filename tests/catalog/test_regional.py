@@ -114,3 +114,44 @@ def test_aws_excerpt_agrees_with_the_prices_read_independently() -> None:
             assert min(float(r["SpotPrice"]) for r in rs if r["SpotPrice"]) == price.spot_usd_per_hour, itype
         checked += 1
     assert checked >= 60
+
+
+VMS_HEADER = ("InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,"
+              "AvailabilityZone,Arch,LocalDiskType,NVMeSupported,LocalDiskSize,LocalDiskCount")
+GPU_INFO = "\"{'Gpus': [{'Name': 'L40S', 'Manufacturer': 'NVIDIA', 'Count': 1}], 'TotalGpuMemoryInMiB': 45776}\""
+
+
+def test_skypilot_excerpt_is_written_by_the_script_from_the_whole_file(tmp_path) -> None:
+    """A refresh reads SkyPilot's whole vms.csv (same columns as the real file, quoted GpuInfo included) and
+    keeps the catalog's types only, five columns unchanged, under a header with the snapshot and its date."""
+    vms = "\n".join([
+        VMS_HEADER,
+        "a1.large,,,2.0,4.0,,0.0642,0.064200,ap-northeast-1,apne1-az2,arm64,,False,,",
+        f"g6e.xlarge,L40S,1.0,4.0,32.0,{GPU_INFO},2.699,1.226100,ap-northeast-1,apne1-az1,x86_64,ssd,True,250.0,1.0",
+        f"g6e.xlarge,L40S,1.0,4.0,32.0,{GPU_INFO},,1.250800,ap-northeast-3,apne3-az1,x86_64,ssd,True,250.0,1.0",
+        f"g6e.xlarge,L40S,1.0,4.0,32.0,{GPU_INFO},1.861,0.5,us-west-2,usw2-lax1-az1,x86_64,ssd,True,250.0,1.0",
+    ]) + "\n"
+    source = tmp_path / "vms.csv"
+    source.write_text(vms, encoding="utf-8")
+    out = tmp_path / "aws_skypilot_test.csv"
+    assert regional.main(["--skypilot-vms", str(source), "--citation", "owner/catalog@abc1234 catalogs/v9/aws/vms.csv",
+                          "--as-of", "2026-11-30", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# Excerpt of owner/catalog@abc1234 catalogs/v9/aws/vms.csv (as of 2026-11-30)")
+    body = [line for line in text.splitlines() if not line.startswith("#")]
+    assert body == ["InstanceType,Price,SpotPrice,Region,AvailabilityZone",
+                    "g6e.xlarge,2.699,1.226100,ap-northeast-1,apne1-az1",
+                    "g6e.xlarge,,1.250800,ap-northeast-3,apne3-az1",
+                    "g6e.xlarge,1.861,0.5,us-west-2,usw2-lax1-az1"]
+    # the table builder then reads it like the packaged excerpt: Local Zones out, spot-only regions kept
+    rows = regional.aws_rows(out, "k", {("aws", "g6e.xlarge"): {"us-east-1"}})
+    assert rows == [["aws", "g6e.xlarge", "ap-northeast-1", "2.699", "", "1.2261", "apne1-az1", "k"],
+                    ["aws", "g6e.xlarge", "ap-northeast-3", "", "", "1.2508", "apne3-az1", "k"]]
+
+
+def test_skypilot_excerpt_refuses_another_file(tmp_path) -> None:
+    with pytest.raises(SystemExit, match="no column SpotPrice"):
+        regional.skypilot_excerpt("InstanceType,Price,Region,AvailabilityZone\n", {"g6e.xlarge"},
+                                  citation="x", as_of="2026-01-01")
+    with pytest.raises(SystemExit, match="none of the catalog"):
+        regional.skypilot_excerpt(VMS_HEADER + "\n", {"g6e.xlarge"}, citation="x", as_of="2026-01-01")

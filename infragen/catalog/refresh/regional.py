@@ -86,6 +86,40 @@ def alicloud_rows(excerpt: Path, key: str, priced: dict[tuple[str, str], set[str
     return out
 
 
+#: The columns an AWS excerpt keeps from SkyPilot's vms.csv (values copied unchanged).
+SKYPILOT_COLUMNS = ("InstanceType", "Price", "SpotPrice", "Region", "AvailabilityZone")
+
+
+def skypilot_excerpt(vms_csv: str, types: set[str], *, citation: str, as_of: str) -> str:
+    """An excerpt of a whole SkyPilot AWS `vms.csv` (its text, e.g. `git --git-dir=SNAPSHOT show HEAD:catalogs/v9/
+    aws/vms.csv`): every row of `types`, the five SKYPILOT_COLUMNS unchanged, under a header naming the snapshot
+    (`citation`) and its date (`as_of`, the snapshot's commit date: the file itself records none).
+
+    Written by a program so no price is copied by hand; rows keep the source's order."""
+    reader = csv.DictReader(io.StringIO(vms_csv))
+    missing = [c for c in SKYPILOT_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise SystemExit(f"not a SkyPilot AWS vms.csv: no column {', '.join(missing)}")
+    out = io.StringIO()
+    out.write(f"# Excerpt of {citation} (as of {as_of}), written by python -m infragen.catalog.refresh.regional "
+              "--skypilot-vms.\n# Columns copied unchanged; every row of the catalog's AWS instance types.\n")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(SKYPILOT_COLUMNS)
+    found: set[str] = set()
+    for row in reader:
+        if row["InstanceType"] in types:
+            found.add(row["InstanceType"])
+            writer.writerow([row[c] for c in SKYPILOT_COLUMNS])
+    if not found:
+        raise SystemExit("the file lists none of the catalog's AWS instance types")
+    return out.getvalue()
+
+
+def catalog_types(cloud: str, data_dir: Path = DATA) -> set[str]:
+    """Instance type ids the YAML file of `cloud` holds."""
+    return {itype for (c, itype) in _yaml_priced(data_dir) if c == cloud}
+
+
 def build(data_dir: Path = DATA, sources: Path = SOURCES) -> str:
     """The text of regional_prices.csv: rows sorted by cloud, instance type, region."""
     priced = _yaml_priced(data_dir)
@@ -106,7 +140,21 @@ def build(data_dir: Path = DATA, sources: Path = SOURCES) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if the packaged table differs (no write)")
+    parser.add_argument("--skypilot-vms", type=Path, metavar="VMS_CSV",
+                        help="write a new AWS excerpt from this whole SkyPilot vms.csv (with --citation, --as-of, "
+                             "--out), then stop: register the file in AWS_EXCERPTS and regions.yaml, and rerun")
+    parser.add_argument("--citation", help="owner/repo@commit path of --skypilot-vms")
+    parser.add_argument("--as-of", help="the snapshot's commit date, YYYY-MM-DD")
+    parser.add_argument("--out", type=Path, help="where the excerpt goes (refresh/sources/aws_skypilot_<...>.csv)")
     args = parser.parse_args(argv)
+    if args.skypilot_vms:
+        if not (args.citation and args.as_of and args.out):
+            parser.error("--skypilot-vms needs --citation, --as-of and --out")
+        text = skypilot_excerpt(args.skypilot_vms.read_text(encoding="utf-8"), catalog_types("aws"),
+                                citation=args.citation, as_of=args.as_of)
+        args.out.write_text(text, encoding="utf-8")
+        print(f"wrote {args.out}: {text.count(chr(10)) - 3} rows")
+        return 0
     text = build()
     target = DATA / PRICES_FILE
     if args.check:

@@ -1,0 +1,61 @@
+"""Issue #14's done-when: workloads pinned to the regions users ask for plan with the region's own price, g5 (A10G)
+serves a 7-8B model, and every price the plan shows comes from that region's row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infragen.catalog import load_catalog
+from infragen.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def plan_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], example: str, **changes: object) -> dict:
+    data = yaml.safe_load((ROOT / "examples" / f"{example}.yaml").read_text(encoding="utf-8"))
+    data.update(changes)
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    try:
+        main(["plan", str(path), "--format", "json"])
+    except SystemExit as exc:
+        out, err = capsys.readouterr()
+        raise AssertionError(f"exit {exc.code}: {err}") from None
+    out, _ = capsys.readouterr()
+    plan: dict = json.loads(out)
+    return plan
+
+
+def region_price(cloud: str, itype: str, region: str) -> float:
+    inst = load_catalog().instance(itype)
+    assert inst is not None and inst.cloud == cloud
+    row = next(p for p in inst.prices if p.region == region)
+    usd = row.on_demand_usd_per_hour
+    return usd if usd is not None else row.on_demand_cny_per_hour * load_catalog().usd_per_cny
+
+
+@pytest.mark.parametrize(("example", "cloud", "region"), [
+    ("team-chatbot", "aws", "eu-west-1"), ("team-chatbot", "aws", "ap-northeast-1"),
+    ("team-chatbot", "aws", "ap-southeast-2"),
+    ("ali-chat-7b", "alicloud", "cn-shanghai"), ("ali-chat-7b", "alicloud", "cn-hongkong")])
+def test_a_workload_pinned_to_a_region_plans_with_that_regions_price(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], example: str, cloud: str, region: str) -> None:
+    plan = plan_json(tmp_path, capsys, example, regions=[region])
+    chosen = plan["deployment"]
+    assert (chosen["cloud"], chosen["region"]) == (cloud, region)
+    hourly = region_price(cloud, chosen["instance_type"], region)
+    assert plan["cost"]["usd_per_hour"] == pytest.approx(chosen["nodes"] * hourly, rel=1e-3)
+    assert "your price" not in plan["cost"]["price_source"]  # a listed price, not an override
+
+
+def test_g5_plans_an_a10g_deployment_for_an_8b_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = plan_json(tmp_path, capsys, "team-chatbot", model="llama-3.1-8b", precision=["bf16"], weights=None,
+                     instance_families={"allow": ["g5"]}, regions=["us-east-1"])
+    chosen = plan["deployment"]
+    assert chosen["instance_type"].startswith("g5.")
+    assert chosen["gpu"] == load_catalog().instance(chosen["instance_type"]).gpu == "a10g-24gb"
+    assert chosen["precision"] == "bf16"
