@@ -1,4 +1,5 @@
 """The packaged catalog in one pre-built JSON (`data/catalog.json`), so loading does not grow with price rows.
+`main` also writes `data/parsed.json`, the pre-parsed copies of the other YAML files the plan reads (parsed.py).
 
 The YAML/CSV data files stay the reviewed sources; this file is generated from them
 (`python -m infragen.catalog.compact`) and a test checks that it still equals a catalog built from them.
@@ -103,15 +104,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if catalog.json differs from its sources")
     args = parser.parse_args(argv)
-    text = render_compact(load_catalog_dir(data_dir()))
-    target = data_dir() / COMPACT_FILE
-    if args.check:
-        same = target.is_file() and target.read_text(encoding="utf-8") == text
-        print(f"{target}: {'up to date' if same else 'stale: run python -m infragen.catalog.compact'}")
-        return 0 if same else 1
-    target.write_text(text, encoding="utf-8")
-    print(f"wrote {target} ({len(text.encode()):,} bytes)")
-    return 0
+    from infragen.catalog.parsed import PARSED_FILE, render_parsed
+
+    outputs = {COMPACT_FILE: render_compact(load_catalog_dir(data_dir())), PARSED_FILE: render_parsed()}
+    stale = 0
+    for name, text in outputs.items():
+        target = data_dir() / name
+        if args.check:
+            same = target.is_file() and target.read_text(encoding="utf-8") == text
+            stale += not same
+            print(f"{target}: {'up to date' if same else 'stale: run python -m infragen.catalog.compact'}")
+        else:
+            target.write_text(text, encoding="utf-8")
+            print(f"wrote {target} ({len(text.encode()):,} bytes)")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

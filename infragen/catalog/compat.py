@@ -12,15 +12,14 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.engines import EngineRelease, pinned_release
+from infragen.catalog.parsed import load_yaml_text
 from infragen.catalog.records import Accelerator
 from infragen.errors import DataError
 
-_FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _CC = r"^\d+\.\d+$"
 
 
@@ -130,7 +129,7 @@ def load_compat() -> CompatTable:
     path = "data/compat.yaml"
     text = resources.files("infragen.catalog").joinpath(path).read_text(encoding="utf-8")
     try:
-        return CompatTable.model_validate(yaml.load(text, Loader=_FastLoader))
+        return CompatTable.model_validate(load_yaml_text(text))
     except ValidationError as exc:
         raise DataError(f"infragen/catalog/{path}: {exc}") from None
 

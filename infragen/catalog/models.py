@@ -13,15 +13,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from infragen.architecture import ModelArchitecture
+from infragen.catalog.parsed import load_yaml_text
 from infragen.errors import DataError, InputError, UnknownNameError
 from infragen.validation import validation_message
-
-#: libyaml's C parser when present (5-10x faster on the catalog files), else the pure-Python one.
-_FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 __all__ = ["ModelRegistryFile", "load_model_registry", "registry_from_file", "resolve_model"]
 
@@ -80,7 +77,7 @@ def registry_from_file(path: Path | str, data: Any) -> dict[str, ModelArchitectu
 def load_model_registry() -> Mapping[str, ModelArchitecture]:
     """Registry id -> architecture, read once from the packaged `models.yaml`."""
     ref = resources.files("infragen.catalog") / "data" / DATA_FILE
-    data = yaml.load(ref.read_text(encoding="utf-8"), Loader=_FastLoader)
+    data = load_yaml_text(ref.read_text(encoding="utf-8"))
     return MappingProxyType(registry_from_file(f"infragen/catalog/data/{DATA_FILE}", data))
 
 

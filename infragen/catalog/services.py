@@ -10,8 +10,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
-
+from infragen.catalog.parsed import load_yaml_text
 from infragen.errors import DataError
 
 ServiceItem = Literal[
@@ -71,7 +70,7 @@ class ServicePrices:
 def load_service_prices() -> ServicePrices:
     """services.yaml, checked: known items, positive prices (zero only for FREE_ITEMS), a source and date."""
     text = resources.files("infragen.catalog").joinpath("data/services.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = load_yaml_text(text)
     rows = []
     for i, row in enumerate(data["prices"]):
         usd = row.get("usd", -1)

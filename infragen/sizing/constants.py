@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from infragen.catalog.parsed import load_yaml_text
 from infragen.errors import DataError
 
 PERFORMANCE_FILE = Path(__file__).resolve().parent.parent / "catalog" / "data" / "performance.yaml"
@@ -144,7 +145,7 @@ def load_constants(path: Path = PERFORMANCE_FILE) -> PerformanceConstants:
 @lru_cache(maxsize=4)
 def _load(path: Path) -> PerformanceConstants:
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml_text(path.read_text(encoding="utf-8"))
         return PerformanceConstants.model_validate(raw)
     except (OSError, yaml.YAMLError, ValidationError) as exc:
         raise DataError(f"{path}: {exc}") from exc

@@ -34,3 +34,29 @@ def test_round_trip_and_version_check() -> None:
     assert [i.model_dump() for i in again.instances] == [i.model_dump() for i in load_catalog().instances]
     with pytest.raises(DataError, match="compact_version"):
         catalog_from_compact({**data, "compact_version": 99})
+
+
+def test_parsed_copies_are_current_and_equal_their_yaml() -> None:
+    import yaml
+
+    from infragen.catalog.parsed import PARSED_FILE, PREPARSED, load_yaml_text, render_parsed, stale
+
+    assert stale() == [], "stale: run python -m infragen.catalog.compact and commit parsed.json"
+    assert (data_dir() / PARSED_FILE).read_text(encoding="utf-8") == render_parsed()
+    for name in PREPARSED:
+        text = (data_dir() / name).read_text(encoding="utf-8")
+        assert load_yaml_text(text) == yaml.safe_load(text), name
+
+
+def test_an_edited_file_is_read_as_yaml_and_unrepresentable_files_are_left_out(tmp_path) -> None:
+    from infragen.catalog import parsed
+
+    text = (data_dir() / "services.yaml").read_text(encoding="utf-8")
+    edited = text.replace("schema_version: 1", "schema_version: 1\nextra_key_for_the_test: 7", 1)
+    assert edited != text and parsed.load_yaml_text(edited)["extra_key_for_the_test"] == 7
+    (tmp_path / "engines.yaml").write_text("as_of: 2026-01-01\n", encoding="utf-8")  # a date: not JSON
+    (tmp_path / "compat.yaml").write_text("a: [1, 2.5, true, null]\n", encoding="utf-8")
+    text = parsed.render_parsed(tmp_path)
+    assert '"compat.yaml"' in text and '"engines.yaml"' not in text
+    (tmp_path / parsed.PARSED_FILE).write_text(text, encoding="utf-8")
+    assert parsed.stale(tmp_path) == ["engines.yaml"]
