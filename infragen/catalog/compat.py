@@ -117,6 +117,7 @@ class CompatTable(_Record):
     """Tensor-parallel divisibility rules."""
 
 
+@cache
 def capability(text: str) -> tuple[int, int]:
     """`"8.9"` -> (8, 9), so capabilities compare as numbers (10.0 > 9.0)."""
     major, minor = text.split(".")
@@ -180,21 +181,27 @@ def quantization_flag(precision: str, checkpoint: Checkpoint, table: CompatTable
 def wheel_problem(acc: Accelerator, release: EngineRelease | None = None) -> str | None:
     """Why the pinned vLLM wheel has no kernels for `acc` (its sm_ targets; `sm_100f` = every 10.x part)."""
     release = release or pinned_release("vllm")
-    name = f"vLLM {release.version}"
-    if acc.vendor != "nvidia":
-        return f"{acc.id}: the {name} wheel on the package registry is built for NVIDIA CUDA only"
-    if acc.compute_capability is None:
-        return f"{acc.id}: compute capability not in the catalog, so the {name} wheel cannot be checked"
-    major, minor = capability(acc.compute_capability)
-    for target in release.cuda_targets:
+    return _wheel_problem(acc.id, acc.vendor, acc.compute_capability, release.version, tuple(release.cuda_targets))
+
+
+@cache  # asked once per candidate layout by the search; the answer depends on these five values only
+def _wheel_problem(acc_id: str, vendor: str, compute_capability: str | None, version: str,
+                   cuda_targets: tuple[str, ...]) -> str | None:
+    name = f"vLLM {version}"
+    if vendor != "nvidia":
+        return f"{acc_id}: the {name} wheel on the package registry is built for NVIDIA CUDA only"
+    if compute_capability is None:
+        return f"{acc_id}: compute capability not in the catalog, so the {name} wheel cannot be checked"
+    major, minor = capability(compute_capability)
+    for target in cuda_targets:
         m = re.fullmatch(r"sm_(\d+)(\d)([af]?)", target)
         if m is None:
             continue
         t_major, t_minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
         if (major, minor) == (t_major, t_minor) or (suffix == "f" and major == t_major and minor >= t_minor):
             return None
-    return (f"{acc.id} (compute capability {acc.compute_capability}): the {name} wheel has kernels for "
-            f"{', '.join(release.cuda_targets)} only")
+    return (f"{acc_id} (compute capability {compute_capability}): the {name} wheel has kernels for "
+            f"{', '.join(cuda_targets)} only")
 
 
 def architecture_problem(engine: str, model_type: str, release: EngineRelease | None = None,

@@ -59,3 +59,17 @@ def test_g5_plans_an_a10g_deployment_for_an_8b_model(tmp_path: Path, capsys: pyt
     assert chosen["instance_type"].startswith("g5.")
     assert chosen["gpu"] == load_catalog().instance(chosen["instance_type"]).gpu == "a10g-24gb"
     assert chosen["precision"] == "bf16"
+
+
+def test_h20_with_a_quoted_price_is_planned_in_fp8_when_fp8_is_cheapest(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gn8v (H20) has no listed price: a quote makes it plannable, and given fp8 or bf16 the planner picks fp8
+    (the cheapest candidate), with the quote recorded as the price source."""
+    plan = plan_json(tmp_path, capsys, "ali-chat-7b", precision=["fp8", "bf16"], weights=None, regions=["cn-beijing"],
+                     instance_families={"allow": ["gn8v"]}, min_replicas=1,
+                     prices=[{"instance_type": "ecs.gn8v.4xlarge", "region": "cn-beijing",
+                              "on_demand_cny_per_hour": 40.0, "note": "quote Q-17"}])
+    chosen = plan["deployment"]
+    assert (chosen["instance_type"], chosen["gpu"], chosen["precision"]) == ("ecs.gn8v.4xlarge", "h20-96gb", "fp8")
+    assert "your price" in plan["cost"]["price_source"] and "quote Q-17" in plan["cost"]["price_source"]
+    assert plan["cost"]["usd_per_hour"] == pytest.approx(chosen["nodes"] * 40.0 * load_catalog().usd_per_cny, rel=1e-3)
