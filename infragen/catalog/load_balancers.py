@@ -9,8 +9,9 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from infragen.catalog.parsed import load_yaml_text
 
 
 class _Frozen(BaseModel):
@@ -42,8 +43,8 @@ class LoadBalancerTable(_Frozen):
 @cache
 def load_load_balancers() -> LoadBalancerTable:
     """The packaged table (cached)."""
-    text = resources.files("infragen.catalog").joinpath("data/load_balancers.yaml").read_text()
-    return LoadBalancerTable.model_validate(yaml.safe_load(text))
+    text = resources.files("infragen.catalog").joinpath("data/load_balancers.yaml").read_text(encoding="utf-8")
+    return LoadBalancerTable.model_validate(load_yaml_text(text))
 
 
 def load_balancer_facts(cloud: str) -> LoadBalancerFacts:

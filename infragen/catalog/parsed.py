@@ -1,7 +1,7 @@
 """YAML data files read through their pre-parsed JSON copies (`data/parsed.json`), keyed by the text's SHA-256.
 
 Constructing Python objects from YAML costs far more than JSON even with libyaml's C parser, and `infragen plan`
-reads six data files. The YAML files stay the reviewed sources: a copy is used only when the file's text hashes to
+reads eight data files. The YAML files stay the reviewed sources: a copy is used only when the file's text hashes to
 the recorded digest, so an edited file is parsed as YAML (correct, just slower) until
 `python -m infragen.catalog.compact` regenerates the copies; a test says when they are stale.
 """
@@ -19,8 +19,8 @@ import yaml
 
 PARSED_FILE = "parsed.json"
 #: The data files the plan path reads, pre-parsed (catalog.json already covers the catalog's own files).
-PREPARSED: tuple[str, ...] = ("compat.yaml", "engines.yaml", "llama_cpp.yaml", "models.yaml", "performance.yaml",
-                              "services.yaml", "vllm.yaml")
+PREPARSED: tuple[str, ...] = ("compat.yaml", "engines.yaml", "llama_cpp.yaml", "load_balancers.yaml", "models.yaml",
+                              "performance.yaml", "services.yaml", "vllm.yaml")
 _FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
