@@ -1,4 +1,5 @@
-"""Alibaba Cloud provisioning: `build_alicloud(plan, settings)` wires the network, secrets, nodes and LB components.
+"""Alibaba Cloud provisioning: `build_alicloud(plan, settings)` wires the network, secrets, nodes and LB components
+(single-node replicas in ESS scaling groups that follow the plan's daily view, multi-node replicas as fixed instances).
 
 Consumes a Plan and the stack settings; makes no sizing decision (counts, types and sizes are the plan's).
 Images: every node boots the newest Ubuntu 22.04 system image unless `infragen:imageId` names one; GPU nodes install

@@ -1,6 +1,8 @@
-"""Alibaba Cloud compute component: ECS instances, low-latency deployment sets and elastic RDMA interfaces.
+"""Alibaba Cloud compute component for multi-node replicas: fixed ECS instances (heads at fixed IPs), low-latency
+deployment sets and elastic RDMA interfaces; also the user-data encoding both node kinds share.
 
 Launches exactly the nodes the layout lists (from the plan); never picks a type, a count or a size itself.
+Single-node replicas are not fixed instances: they live in ESS scaling groups (group.py).
 """
 
 from __future__ import annotations
