@@ -182,3 +182,35 @@ def test_modelscope_weights_download_with_the_modelscope_cli(tmp_path: Path) -> 
     # The HF token is neither fetched nor needed for ModelScope.
     secrets = next(f["content"] for f in yaml.safe_load(text)["write_files"] if f["path"].endswith("secrets"))
     assert "hf-token" not in secrets
+
+
+def test_the_cn_beijing_example_downloads_from_modelscope_through_the_in_vpc_mirrors(tmp_path: Path) -> None:
+    """Issue 17's done-when, on the real mainland example (examples/ali-chat-7b.yaml, cn-beijing): every pip
+    install (the engine and the ModelScope CLI) goes to Alibaba's in-VPC PyPI mirror, and the weights come from
+    ModelScope, with no Hugging Face token read."""
+    from infragen.sizing import plan_file
+
+    plan = plan_file(Path(__file__).resolve().parents[2] / "examples" / "ali-chat-7b.yaml")
+    assert plan.deployment.region == "cn-beijing" and plan.model.weights_source == "modelscope"
+    root = sandbox(plan, "replica", tmp_path / "root")
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    fake(bin_dir, "python3", f"""
+dir=$3; mkdir -p "$dir/bin"
+printf '#!/bin/bash\\necho "pip $PIP_INDEX_URL $PIP_TRUSTED_HOST $*" >> {calls}\\n' > "$dir/bin/pip"
+printf '#!/bin/bash\\nexit 0\\n' > "$dir/bin/vllm"
+chmod +x "$dir/bin/pip" "$dir/bin/vllm"
+""")
+    assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
+    pips = calls.read_text().splitlines()
+    assert pips and all(line.startswith(f"pip {MIRROR} mirrors.cloud.aliyuncs.com ") for line in pips)
+    assert any("modelscope==" in line for line in pips), "the ModelScope CLI comes through the mirror too"
+    calls.unlink()
+    tools = root / "opt/infragen/tools/bin"
+    tools.mkdir(parents=True, exist_ok=True)
+    fake(tools, "modelscope", f'echo "modelscope $*" >> {calls}\n')
+    assert (result := run(root, "infragen-fetch-model", bin_dir)).returncode == 0, result.stderr
+    (line,) = calls.read_text().splitlines()
+    assert line.startswith(f"modelscope download --model {plan.model.weights_uri} --local_dir {root}/")
+    text = render_user_data(plan, "replica")
+    secrets = next(f["content"] for f in yaml.safe_load(text)["write_files"] if f["path"].endswith("secrets"))
+    assert "hf-token" not in secrets
