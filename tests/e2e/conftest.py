@@ -1,4 +1,5 @@
-"""Fixtures of the end-to-end boot: the llama.cpp source repository (from the cached llama-cpp-python sdist)."""
+"""Fixtures of the end-to-end boot: the llama.cpp source repository (from the cached llama-cpp-python sdist) and
+the build the flavours share."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.boot import EngineBuild
 from tests.e2e.llama_source import local_repository, pinned_tag, sdist_name, vendored_for
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,3 +44,14 @@ def llama_repo() -> LlamaRepo:
                           f"llama-cpp-python=={vendored.sdist_version} -d {sdist.parent} (.ci/run does)")
     url, commit = local_repository(sdist, tag, CACHE / f"llama.cpp-{tag}")
     return LlamaRepo(url, tag, commit, vendored.exact, vendored.note)
+
+
+@pytest.fixture(scope="session")
+def engine_build(tmp_path_factory: pytest.TempPathFactory) -> EngineBuild:
+    """The llama.cpp build the AWS boot makes, which the Alibaba boot is seeded with (one build per session)."""
+    return EngineBuild(tmp_path_factory.mktemp("llama-build"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The AWS boot builds llama.cpp and keeps it (engine_build); the Alibaba boot, seeded with it, runs after.
+    items.sort(key=lambda item: item.nodeid.startswith("tests/e2e/test_boot_alicloud"))

@@ -7,11 +7,9 @@ reboot skips the download and the build. Minutes (the build); `pytest -m e2e`, .
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
-import urllib.error
-import urllib.request
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,41 +18,20 @@ import pytest
 
 from infragen.plan import Plan
 from infragen.render import render_user_data
-from infragen.sizing import plan_file
+from tests.e2e.boot import API_KEY, HF_TOKEN, HOST_PATHS, EngineBuild, chat_checks, make_node, plan_workload
 from tests.e2e.cloud import ACCESS_KEY_ID, ROLE, Metadata, metadata_service, moto_server
 from tests.e2e.conftest import LlamaRepo, need
-from tests.e2e.llama_source import FIXTURES, WORKLOAD
-from tests.e2e.node import SERVICE_PATH, Node, secret_leaks
+from tests.e2e.llama_source import WORKLOAD
+from tests.e2e.node import SERVICE_PATH
 from tests.e2e.tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.e2e
-
-#: Secret values put in the emulator; they must appear nowhere but /run/infragen (and the engine's memory).
-API_KEY = "sk-e2e-KEY-4f1c9a7e-never-in-files"
-HF_TOKEN = "hf_e2eTOKENb2d8c6never0in0files"
-#: Host network settings a node would have its own of (CA bundles, proxies, pip's index), passed through.
-_PASS = ("PIP_", "SSL_CERT_", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "AWS_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY",
-         "http_proxy", "https_proxy")
-#: Where a node writes; none may appear on the host because of the test.
-HOST_PATHS = ("/opt/infragen", "/run/infragen", "/opt/models", "/usr/local/lib/infragen", "/etc/infragen",
-              "/usr/local/sbin/infragen-install", "/etc/systemd/system/infragen.target")
 
 
 @pytest.fixture
 def emulators() -> Iterator[tuple[str, Metadata]]:
     with moto_server() as aws, metadata_service() as imds:
         yield aws, imds
-
-
-def _plan(tmp_path: Path) -> Plan:
-    workload = tmp_path / "e2e-tiny"  # a config.json model is named after its directory
-    workload.mkdir()
-    for name in ("e2e-tiny.yaml", "config.json"):
-        shutil.copy(FIXTURES / name, workload / name)
-    plan: Plan = plan_file(workload / WORKLOAD.name)
-    assert plan.engine.name == "llama.cpp" and plan.deployment.cloud == "aws" and plan.deployment.gpus_per_node == 0
-    assert plan.model.weights_source == "s3"
-    return plan
 
 
 def _seed(endpoint: str, plan: Plan, gguf: Path) -> None:
@@ -70,38 +47,9 @@ def _seed(endpoint: str, plan: Plan, gguf: Path) -> None:
     sm.create_secret(Name=plan.secrets.hf_token_name, SecretString=HF_TOKEN)
 
 
-def _node(tmp_path: Path, aws: str, imds: Metadata) -> Node:
-    root = tmp_path / "node"
-    fake_bin = tmp_path / "bin"
-    fake_bin.mkdir()
-    # The data volume is "already mounted" (storage's reuse branch): the harness makes no filesystem.
-    mountpoint = fake_bin / "mountpoint"
-    mountpoint.write_text(f'#!/bin/bash\n[ "${{!#}}" = {root}/opt/models ]\n')
-    mountpoint.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k.startswith(_PASS)}
-    env.update({
-        "PATH": f"{fake_bin}:{SERVICE_PATH}", "LANG": "C.UTF-8", "HOME": str(root / "root"),
-        "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1",
-        # The redirects: AWS APIs to moto, the instance metadata to the stub (the CLI's own settings).
-        "AWS_ENDPOINT_URL": aws, "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.url,
-    })
-    node = Node(root=root, env=env)
-    node.adjustments.append("`mountpoint` answers yes for the model store (no disk is formatted or mounted)")
-    return node
-
-
-def _post(url: str, body: dict[str, object], key: str | None) -> tuple[int, dict[str, object]]:
-    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, {}
-
-
 def test_a_rendered_llama_cpp_node_boots_answers_and_reboots(tmp_path: Path, llama_repo: LlamaRepo,
-                                                             emulators: tuple[str, Metadata]) -> None:
+                                                             emulators: tuple[str, Metadata],
+                                                             engine_build: EngineBuild) -> None:
     for tool in ("git", "cmake", "c++", "curl", "python3"):
         need(shutil.which(tool, path=SERVICE_PATH) is not None, f"{tool} is not installed (.ci/run installs it)")
     for module in ("gguf", "moto.server", "flask"):
@@ -109,11 +57,13 @@ def test_a_rendered_llama_cpp_node_boots_answers_and_reboots(tmp_path: Path, lla
              f"{module} is not installed (pip install -e '.[e2e]'; .ci/run does)")
     host_before = {p: os.path.lexists(p) for p in HOST_PATHS}
     aws, imds = emulators
-    plan = _plan(tmp_path)
-    assert plan.engine.version == llama_repo.tag
+    plan = plan_workload(tmp_path, WORKLOAD.name)
+    assert plan.engine.name == "llama.cpp" and plan.deployment.cloud == "aws" and plan.deployment.gpus_per_node == 0
+    assert plan.model.weights_source == "s3" and plan.engine.version == llama_repo.tag
     _seed(aws, plan, write_tiny_gguf(tmp_path / plan.model.weights_file))
     user_data = render_user_data(plan, "replica", llama_cpp_repo=llama_repo.url)
-    node = _node(tmp_path, aws, imds)
+    # The redirects: AWS APIs to moto, the instance metadata to the stub (the CLI's own settings).
+    node = make_node(tmp_path, {"AWS_ENDPOINT_URL": aws, "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.url})
     node.write_user_data(user_data, plan.storage.mount_path)
     try:
         # First boot: storage, install (pip, git clone of the tag, cmake build), secrets, download, engine, ready.
@@ -128,16 +78,12 @@ def test_a_rendered_llama_cpp_node_boots_answers_and_reboots(tmp_path: Path, lla
         assert f"GET /latest/meta-data/iam/security-credentials/{ROLE}" in imds.requests
         assert ACCESS_KEY_ID.startswith("ASIA")
 
-        url = f"http://127.0.0.1:{plan.engine.port}/v1/chat/completions"
-        chat = {"model": plan.model.served_model_name, "max_tokens": 8,
-                "messages": [{"role": "user", "content": "Hello there"}]}
-        status, answer = _post(url, chat, API_KEY)
-        assert status == 200, answer
-        assert answer["usage"]["completion_tokens"] >= 1  # type: ignore[index]
-        assert isinstance(answer["choices"][0]["message"]["content"], str)  # type: ignore[index]
-        assert _post(url, chat, None)[0] == 401
-        assert _post(url, chat, "sk-wrong-key")[0] == 401
-        assert secret_leaks(node, (API_KEY, HF_TOKEN)) == []
+        chat_checks(plan, node, (API_KEY, HF_TOKEN))
+        # The installed server is self-contained (static libraries): nothing it loads lives in the source tree.
+        linked = subprocess.run(["ldd", str(node.path("/opt/infragen/llama.cpp/bin/llama-server"))],
+                                capture_output=True, text=True, check=True).stdout
+        assert str(node.root) not in linked and "libllama" not in linked, linked
+        engine_build.keep(node, f".installed-llamacpp-{plan.engine.version}")
 
         # Reboot: /run is a tmpfs (gone), the root disk and the volume stay; the markers skip install and download.
         binary = node.path("/opt/infragen/llama.cpp/bin/llama-server")
@@ -145,12 +91,11 @@ def test_a_rendered_llama_cpp_node_boots_answers_and_reboots(tmp_path: Path, lla
         node.shutdown()
         node.boot()
         journal = "\n".join(v for k, v in node.logs.items() if k.startswith("2/"))
-        assert f"llama.cpp {plan.engine.version} already installed" in journal
+        assert f"llama.cpp {plan.engine.version} already installed" in journal and "boot tools already" in journal
         assert "weights already on" in journal and "downloading" not in journal
         assert "READY: e2e-tiny" in journal
         assert binary.stat().st_mtime_ns == built_at
-        assert _post(url, chat, API_KEY)[0] == 200
-        assert secret_leaks(node, (API_KEY, HF_TOKEN)) == []
+        chat_checks(plan, node, (API_KEY, HF_TOKEN))
     finally:
         node.shutdown()
         print(f"\ne2e: llama.cpp {llama_repo.tag} = {llama_repo.commit} ({llama_repo.note})")

@@ -46,6 +46,51 @@ def test_llama_cpp_is_cloned_from_the_rendered_repository(tmp_path: Path) -> Non
         f"git clone --depth 1 --branch b11312 {mirror} ")
 
 
+def _recording_install(tmp_path: Path, cloud: str = "aws") -> tuple[Path, Path, Path]:
+    """The CPU plan's infragen-install with fakes that record each call: (root, fakes, calls file)."""
+    root = sandbox(make_plan("cpu", cloud), "replica", tmp_path / "root")
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    fake(bin_dir, "python3", f'echo "venv $3" >> {calls}\n' + _VENV.replace("exit 0", f'echo pip "$@" >> {calls}'))
+    fake(bin_dir, "aws", "exit 0\n")
+    fake(bin_dir, "git", f'echo "git $*" >> {calls}; mkdir -p "${{!#}}"\n')
+    fake(bin_dir, "cmake", f'echo "cmake $*" >> {calls}; if [ "$1" = --build ]; then mkdir -p "$2/bin"; '
+         'printf "#!/bin/bash\\necho version: 1\\n" > "$2/bin/llama-server"; chmod +x "$2/bin/llama-server"; fi\n')
+    return root, bin_dir, calls
+
+
+def test_llama_cpp_is_built_with_static_libraries(tmp_path: Path) -> None:
+    # A shared build's llama-server loads libllama/libggml from the source tree through its RUNPATH (seen in the
+    # end-to-end boot: ldd named $SRC/build/bin), so deleting or re-cloning the source broke the installed server.
+    root, bin_dir, calls = _recording_install(tmp_path)
+    assert run(root, "infragen-install", bin_dir).returncode == 0
+    configure = next(line for line in calls.read_text().splitlines() if line.startswith("cmake -S"))
+    assert "-DBUILD_SHARED_LIBS=OFF" in configure.split()
+
+
+@pytest.mark.parametrize("cloud", ["aws", "alicloud"])
+def test_the_boot_tools_and_the_engine_are_installed_by_their_own_markers(tmp_path: Path, cloud: str) -> None:
+    # One marker for both made a node whose engine survived (or was seeded) reinstall nothing, tools included;
+    # now each step is skipped only by its own marker.
+    root, bin_dir, calls = _recording_install(tmp_path, cloud)
+    assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
+    first = calls.read_text().splitlines()
+    assert any(line.startswith("venv ") for line in first) and any(line.startswith("cmake --build") for line in first)
+    assert (cloud == "alicloud") == any("alibabacloud_kms20160120==3.3.1" in line for line in first)
+    markers = root / "opt/infragen"
+    calls.write_text("")
+    (markers / ".installed-llamacpp-b11312").unlink()
+    assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
+    assert "boot tools already installed" in result.stderr
+    assert not any(line.startswith(("venv", "pip")) for line in calls.read_text().splitlines())
+    assert any(line.startswith("cmake --build") for line in calls.read_text().splitlines())
+    calls.write_text("")
+    (markers / ".installed-tools").unlink()
+    assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
+    assert "llama.cpp b11312 already installed" in result.stderr
+    assert any(line.startswith("venv") for line in calls.read_text().splitlines())
+    assert not any(line.startswith(("git", "cmake")) for line in calls.read_text().splitlines())
+
+
 @pytest.mark.parametrize("url", ["", "llama.cpp", "https://example.test/a b", "file:///x\n- runcmd"])
 def test_a_llama_cpp_repo_that_is_not_a_git_url_is_refused(url: str) -> None:
     with pytest.raises(InputError, match="llama_cpp_repo"):
@@ -113,3 +158,57 @@ def test_an_oss_gguf_object_is_fetched_from_its_own_key(tmp_path: Path, uri: str
     assert result.returncode == 0, result.stderr
     assert [json.loads(line) for line in calls.read_text().splitlines()] == [
         ["bucket", "models/tiny-q8_0.gguf", "/opt/models/tiny-q8_0.gguf"]]
+
+
+# Stand-ins for every Alibaba SDK module alicloud.py imports; each records where the helper pointed it.
+_FAKE_SDK = {
+    "alibabacloud_credentials/client.py": "class Client:\n    def __init__(self, config): pass\n",
+    "alibabacloud_credentials/models.py": "class Config:\n    def __init__(self, **kw): pass\n",
+    "alibabacloud_tea_openapi/models.py":
+        "class Config:\n    def __init__(self, credential=None, region_id=None, endpoint=None, protocol=None):\n"
+        "        self.endpoint, self.protocol = endpoint, protocol\n",
+    "alibabacloud_kms20160120/models.py": "class GetSecretValueRequest:\n    def __init__(self, **kw): pass\n",
+    "alibabacloud_kms20160120/client.py":
+        "import json, os, types\nclass Client:\n    def __init__(self, config):\n"
+        "        line = json.dumps(['kms', config.protocol, config.endpoint])\n"
+        "        open(os.environ['FAKE_CALLS'], 'a').write(line + '\\n')\n"
+        "    def get_secret_value(self, request):\n"
+        "        return types.SimpleNamespace(body=types.SimpleNamespace(secret_data='v'))\n",
+    "oss2/__init__.py":
+        "import json, os\nclass ProviderAuthV4:\n    def __init__(self, provider): pass\nclass Bucket:\n"
+        "    def __init__(self, auth, endpoint, name, region=None):\n"
+        "        open(os.environ['FAKE_CALLS'], 'a').write(json.dumps(['oss', endpoint, name, region]) + '\\n')\n"
+        "def resumable_download(bucket, key, target, num_threads=1): pass\n",
+    "oss2/credentials.py": "class Credentials: pass\nclass CredentialsProvider: pass\n",
+}
+
+
+@pytest.mark.parametrize("endpoint", ["", "http://127.0.0.1:9"])
+def test_alibaba_calls_go_to_the_vpc_endpoints_unless_redirected(tmp_path: Path, endpoint: str) -> None:
+    # INFRAGEN_ALICLOUD_ENDPOINT_URL is how the end-to-end test reaches its local KMS/OSS stand-in (as
+    # AWS_ENDPOINT_URL for the AWS CLI); unset, as on every node, the calls go to Alibaba's VPC endpoints over HTTPS.
+    plan = make_plan("cpu", "alicloud")
+    gguf = "tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf"  # the CPU plan's --model file
+    model = plan.model.model_copy(update={"weights_source": "oss", "weights_uri": f"oss://bucket/m/{gguf}"})
+    helper = next(f["content"] for f in yaml.safe_load(render_user_data(plan.model_copy(update={"model": model}),
+                                                                        "replica"))["write_files"]
+                  if f["path"].endswith("alicloud.py"))
+    (tmp_path / "alicloud.py").write_text(helper)
+    for path, text in _FAKE_SDK.items():  # regular packages: they shadow any SDK installed here
+        (tmp_path / "fake" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fake" / path).parent.joinpath("__init__.py").touch()
+        (tmp_path / "fake" / path).write_text(text)
+    calls = tmp_path / "calls"
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path / "fake"), "FAKE_CALLS": str(calls),
+           **({"INFRAGEN_ALICLOUD_ENDPOINT_URL": endpoint} if endpoint else {})}
+    for args in (["secret", "infragen/x/api-key", "cn-hangzhou"],
+                 ["oss-get", f"oss://bucket/m/{gguf}", str(tmp_path), "cn-hangzhou", gguf]):
+        result = subprocess.run([sys.executable, str(tmp_path / "alicloud.py"), *args], capture_output=True,
+                                text=True, env=env, timeout=60)
+        assert result.returncode == 0, result.stderr
+    recorded = [json.loads(line) for line in calls.read_text().splitlines()]
+    if endpoint:
+        assert recorded == [["kms", "http", "127.0.0.1:9"], ["oss", endpoint, "bucket", "cn-hangzhou"]]
+    else:
+        assert recorded == [["kms", None, "kms-vpc.cn-hangzhou.aliyuncs.com"],
+                            ["oss", "https://oss-cn-hangzhou-internal.aliyuncs.com", "bucket", "cn-hangzhou"]]
