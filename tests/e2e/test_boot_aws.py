@@ -80,9 +80,10 @@ def test_a_rendered_llama_cpp_node_boots_answers_and_reboots(tmp_path: Path, lla
 
         chat_checks(plan, node, (API_KEY, HF_TOKEN))
         # The installed server is self-contained (static libraries): nothing it loads lives in the source tree.
-        linked = subprocess.run(["ldd", str(node.path("/opt/infragen/llama.cpp/bin/llama-server"))],
-                                capture_output=True, text=True, check=True).stdout
-        assert str(node.root) not in linked and "libllama" not in linked, linked
+        ldd = subprocess.run(["ldd", str(node.path("/opt/infragen/llama.cpp/bin/llama-server"))],
+                             capture_output=True, text=True)  # a fully static binary: "not a dynamic executable"
+        linked = ldd.stdout + ldd.stderr
+        assert str(node.root) not in linked and "libllama" not in linked and "libggml" not in linked, linked
         engine_build.keep(node, f".installed-llamacpp-{plan.engine.version}")
 
         # Reboot: /run is a tmpfs (gone), the root disk and the volume stay; the markers skip install and download.
