@@ -50,6 +50,8 @@ _ROWS: tuple[_Row, ...] = (
          lambda p: p.estimate.capacity_requests_per_s * p.deployment.replicas),
     _Row("Utilisation at peak", "fraction", lambda p: p.estimate.utilisation),
     _Row("Monthly cost", "usd", lambda p: p.cost.usd_per_month),
+    _Row("Spot: on-demand base (replicas)", "count", lambda p: p.spot.on_demand_base_replicas if p.spot else None),
+    _Row("Spot: expected monthly cost", "usd", lambda p: p.spot.usd_per_month_expected if p.spot else None),
     _Row("Monthly cost at the daily profile", "usd",
          lambda p: p.scaling.usd_per_month_at_profile if p.scaling else None),
     *(_Row(f"Bill: {label}", "usd", lambda p, item=item: _bill_line(p, item)) for item, label in (
@@ -152,7 +154,8 @@ def diff_plans(base: Plan | None, new: Plan | None) -> PlanDiff:
         covered = {*(f"deployment.{f}" for f in _DEPLOYMENT_ROWS), "estimate.ttft_ms", "estimate.tpot_ms",
                    "estimate.capacity_requests_per_s",
                    "estimate.utilisation", "cost.usd_per_month", "engine.name", "engine.version",
-                   "engine.max_model_len", "model.id", "bill", "scaling.usd_per_month_at_profile"}
+                   "engine.max_model_len", "model.id", "bill", "scaling.usd_per_month_at_profile",
+                   "spot.on_demand_base_replicas", "spot.usd_per_month_expected"}
         other = [p for p in _changed_paths(base.model_dump(mode="json", exclude={"digest"}),
                                            new.model_dump(mode="json", exclude={"digest"}))
                  if not any(p == c or p.startswith(c + ".") for c in covered)]

@@ -271,9 +271,9 @@ class CostPlan(_Frozen):
     pricing: Pricing
     """Capacity type used for `usd_per_hour`."""
     usd_per_hour: float
-    """Whole deployment, per hour, at `pricing`."""
+    """Whole deployment, per hour, at `pricing` (spot: the on-demand base on demand, the rest on spot)."""
     usd_per_month: float
-    """Whole deployment, per month, at `pricing`."""
+    """Whole deployment, per month, at `pricing` (spot: as `usd_per_hour`)."""
     on_demand_usd_per_month: float | None
     """Same deployment on demand (None when the catalog has no on-demand price)."""
     spot_usd_per_month: float | None
@@ -433,9 +433,34 @@ class ScalingPlan(_Frozen):
     usd_per_month_at_profile: float | None
     """Monthly cost (730 h) when the fleet follows the profile with `strategy` (None without a price)."""
     usd_per_month_at_peak: float | None
-    """Monthly cost of the peak fleet running all day (the plan's `cost.usd_per_month`)."""
+    """Monthly cost of the peak fleet running all day (the plan's `cost.usd_per_month`; a spot plan's on-demand
+    base billed on demand, as `spot.usd_per_month_expected`)."""
     method: Text
     """How these figures were derived."""
+
+
+class SpotPlan(_Frozen):
+    """A spot plan's on-demand floor, the same-GPU types its spot pools may use, and the expected cost of the mix."""
+
+    on_demand_base_replicas: int = Field(ge=0)
+    """Replicas on on-demand capacity (whole replicas: a multi-node replica is all on demand or all spot)."""
+    on_demand_base_nodes: int = Field(ge=0)
+    """Nodes on on-demand capacity (AWS: the replica group's on-demand base capacity)."""
+    spot_nodes: int = Field(ge=0)
+    """Nodes on spot capacity at the peak fleet."""
+    base_basis: Text
+    """Where the base comes from (the workload's field, or the median load)."""
+    alternative_instance_types: list[InstanceType] = Field(default_factory=list, max_length=40)
+    """Other types with the same GPUs (model and count) the spot part may launch: more spot pools, fewer
+    simultaneous interruptions. Single-node replicas only; the deploy keeps those offered in its zones."""
+    usd_per_month_expected: float | None
+    """The peak fleet with the base on demand and the rest on spot, 730 h; None without both prices."""
+    interruption_band: Text | None = None
+    """The cloud's published interruption-frequency band for the type and region; None when no source has it."""
+    interruption_note: Text
+    """Where the band comes from, or why there is none."""
+    risk: Text
+    """What an interruption does to the service."""
 
 
 BillItem = Literal["instances", "load-balancer", "nat-gateway", "model-download", "block-storage", "cross-zone",
@@ -551,12 +576,14 @@ class Plan(_Frozen):
     """Traffic over a day and autoscaling; None (and absent from the JSON) when the workload gives no daily shape."""
     bill: BillPlan | None = None
     """The whole monthly bill and the cost per million tokens; None (and absent) for plans made without it."""
+    spot: SpotPlan | None = None
+    """The on-demand floor and expected cost of a spot plan; None (and absent) for on-demand plans."""
 
     @model_serializer(mode="wrap")
     def _drop_absent_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # An optional part that does not apply is left out, so plans without it keep their digests.
         data: dict[str, Any] = handler(self)
-        for part in ("bootstrap", "scaling", "bill"):
+        for part in ("bootstrap", "scaling", "bill", "spot"):
             if data.get(part, "") is None:
                 del data[part]
         return data

@@ -94,6 +94,22 @@ def _bill_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def _spot_text(plan: Plan) -> str:
+    s = plan.spot
+    assert s is not None
+    others = ", ".join(s.alternative_instance_types) or "none"
+    return (f"{s.on_demand_base_replicas} replica(s) on demand ({s.on_demand_base_nodes} node(s), from "
+            f"{s.base_basis}) + {s.spot_nodes} spot node(s): expected {_money(s.usd_per_month_expected)}/month at "
+            f"peak; other same-GPU spot pools: {others}; {s.interruption_band or s.interruption_note}")
+
+
+def _spot_lines(plan: Plan) -> list[str]:
+    """A spot plan's on-demand floor (present for spot plans)."""
+    if plan.spot is None:
+        return []
+    return [f"Spot:       {_spot_text(plan)}", f"            risk: {plan.spot.risk}"]
+
+
 def _more(plan: Plan, limit: int | None) -> int:
     """Priced alternatives left out of the table."""
     return 0 if limit is None else max(0, sum(not _unpriced(a) for a in plan.alternatives) - limit)
@@ -120,6 +136,7 @@ def render_text(plan: Plan, rows: int | None = None) -> str:
         f"spot {_money(c.spot_usd_per_month)}); {c.price_source}",
         *_day_lines(plan),
         *_bill_lines(plan),
+        *_spot_lines(plan),
         f"Storage:    {s.kind} for {s.required_gib} GiB"
         + (f" ({s.volume_gib} GiB {s.volume_type})" if s.kind == "volume" else f" ({s.nvme_devices} NVMe)"),
         f"Network:    RDMA {plan.network.rdma}, placement {plan.network.placement}, LB {plan.network.load_balancer}",
@@ -171,6 +188,7 @@ def render_markdown(plan: Plan, rows: int | None = None) -> str:
         f"spot {_money(c.spot_usd_per_month)} |",
         *_day_rows(plan),
         *([f"| whole bill | {_bill_headline(plan)} |"] if plan.bill else []),
+        *([f"| spot floor | {_spot_text(plan).replace('|', '/')} |"] if plan.spot else []),
         f"| digest | `{plan.digest}` |",
         "",
         "| " + " | ".join(h or "chosen" for h in HEADER) + " |",

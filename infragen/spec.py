@@ -243,6 +243,15 @@ class LimitsSpec(_Strict):
     against typos; raise it for a deployment this large on purpose."""
 
 
+class SpotSpec(_Strict):
+    """How a spot plan keeps serving through interruptions."""
+
+    on_demand_base_replicas: Annotated[int, Field(ge=0, le=MAX_REPLICAS)] | None = None
+    """Replicas kept on on-demand capacity under `pricing: spot` (the rest run on spot; multi-node replicas
+    count whole). None = enough for the median (p50) load: the median hour of `traffic.hourly_profile`, else
+    `traffic.average_requests_per_s`; with neither, `min_replicas` (the median load is not known)."""
+
+
 class WorkloadSpec(_Strict):
     """One model to serve, its traffic and objectives, and where it may run."""
 
@@ -279,6 +288,8 @@ class WorkloadSpec(_Strict):
     """Regions allowed (empty = every region with prices in the catalog)."""
     pricing: Pricing = "on-demand"
     """Capacity type the cost is optimised for. Spot needs a spot price in the catalog."""
+    spot: SpotSpec = Field(default_factory=SpotSpec)
+    """The on-demand floor of a spot plan (`pricing: spot` only)."""
     min_replicas: Annotated[PositiveInt, Field(le=MAX_REPLICAS)] = 1
     """Fewest replicas to run regardless of load (2+ for high availability)."""
     budget_usd_per_month: Annotated[PositiveFloat, Field(le=MAX_USD_PER_MONTH)] | None = None
@@ -382,6 +393,9 @@ class WorkloadSpec(_Strict):
                 "fp8 is a vLLM option, but every listed precision is a GGUF type, which only llama.cpp serves; "
                 "use kv_cache_dtype: auto or add a vLLM precision",
             )
+        if self.spot.on_demand_base_replicas is not None and self.pricing != "spot":
+            raise conflict("spot", "spot.on_demand_base_replicas applies to spot plans only, but pricing is "
+                           "on-demand; set pricing: spot or remove spot")
         fams = set(self.instance_families.allow) & set(self.instance_families.deny)
         if fams:
             raise conflict("instance_families", f"{sorted(fams)} both allowed and denied")

@@ -17,7 +17,16 @@ from pydantic_core import PydanticUndefined
 
 from infragen.architecture import ModelArchitecture
 from infragen.fielddocs import document
-from infragen.spec import FamilyFilter, LimitsSpec, SloSpec, TrafficSpec, WorkloadSpec, load_spec, workload_json_schema
+from infragen.spec import (
+    FamilyFilter,
+    LimitsSpec,
+    SloSpec,
+    SpotSpec,
+    TrafficSpec,
+    WorkloadSpec,
+    load_spec,
+    workload_json_schema,
+)
 
 
 @click.command()
@@ -213,6 +222,10 @@ def render_workload_reference() -> str:
         "",
         *_table(LimitsSpec, "limits."),
         "",
+        "## `spot`",
+        "",
+        *_table(SpotSpec, "spot."),
+        "",
         "## Contradictions refused",
         "",
         "- `engine: vllm` with a GGUF precision (`q4_k_m`, `q5_k_m`, `q8_0`, `q4_0`);",
@@ -221,6 +234,7 @@ def render_workload_reference() -> str:
         "- both `traffic.peak_requests_per_s` and `traffic.concurrent_users` (or neither);",
         "- `traffic.max_context_tokens` below `prompt_tokens + output_tokens`, or above the model's context;",
         "- the same family under `instance_families.allow` and `.deny`;",
+        "- `spot.on_demand_base_replicas` without `pricing: spot`;",
         "- only pre-quantized precisions (`int8`, `int4-*`, GGUF) without `weights`; a `.gguf` `weights` file",
         "  without a GGUF precision, or only GGUF precisions with a `weights` that is not a `.gguf` file.",
         "",

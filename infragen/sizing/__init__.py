@@ -26,9 +26,10 @@ from infragen.plan import (
     Plan,
     ScalingPlan,
     SecretsPlan,
+    SpotPlan,
     StoragePlan,
 )
-from infragen.sizing import bill, bootstrap, compat_gate, daily, engine_args, explain, queueing, resources
+from infragen.sizing import bill, bootstrap, compat_gate, daily, engine_args, explain, queueing, resources, spot
 from infragen.sizing.estimate import (
     estimate,
     estimate_memory,
@@ -102,7 +103,8 @@ def plan_workload(spec: WorkloadSpec, *, catalog: Catalog, model: ModelArchitect
     if not feasible:
         raise explain.infeasible(spec, model, catalog, estimator, result)
     chosen = feasible[0]
-    plan = _build_plan(spec, model, workload_name, chosen, result)
+    floor = spot.select_spot(spec, chosen, catalog)
+    plan = _build_plan(spec, model, workload_name, chosen, result, floor)
     return plan.model_copy(update={"bill": bill.select_bill(plan, spec.traffic, load_service_prices())})
 
 
@@ -142,7 +144,8 @@ def _targets_warning(cloud: str, replicas: int) -> str | None:
             f"per load balancer: {raise_it} ({facts.targets_source.split(';')[0]})")
 
 
-def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Candidate, result: SearchResult) -> Plan:
+def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Candidate, result: SearchResult,
+                floor: SpotPlan | None = None) -> Plan:
     s, est, lay, inst = c.sizing, c.sizing.estimate, c.sizing.layout, c.sizing.instance
     assert est is not None
     t = spec.traffic
@@ -230,7 +233,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     price_source = c.price_source
     boot_time = resources.boot_time(weights_total_gib, inst.network_gbps,
                                     download_gbps=download_mbit_s / 1000 if download_mbit_s else None)
-    scaling = _scaling(spec, c, est.requests_per_s, boot_time)
+    scaling = _scaling(spec, c, est.requests_per_s, boot_time, floor)
     if scaling is not None:
         explanation.append(_scaling_sentence(scaling))
     return Plan(
@@ -286,12 +289,12 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                       price_source=price_source),
         secrets=SecretsPlan(hf_token_name=f"infragen/{name}/hf-token", api_key_name=f"infragen/{name}/api-key"),
         explanation=explanation, warnings=warnings, alternatives=explain.alternatives(c, result), bootstrap=boot,
-        scaling=scaling,
+        scaling=scaling, spot=floor,
     )
 
 
 def _scaling(spec: WorkloadSpec, c: Candidate, capacity_requests_per_s: float,
-             boot_time: resources.BootTime) -> ScalingPlan | None:
+             boot_time: resources.BootTime, floor: SpotPlan | None) -> ScalingPlan | None:
     """The daily view of the chosen candidate, when the workload gives a profile or an average."""
     t = spec.traffic
     if t.hourly_profile is None and t.average_requests_per_s is None:
@@ -300,8 +303,13 @@ def _scaling(spec: WorkloadSpec, c: Candidate, capacity_requests_per_s: float,
     shape = daily.shape_for(t, capacity_requests_per_s=capacity_requests_per_s, batch=c.sizing.batch,
                             min_replicas=spec.min_replicas, nodes_per_replica=lay.nodes_per_replica,
                             replicas_per_node=lay.replicas_per_node)
-    node_usd = None if c.usd_per_hour is None else c.usd_per_hour / c.nodes
-    return daily.select_scaling(t, shape, boot_time, node_usd_per_hour=node_usd)
+    # A spot plan's nodes: spot price each, the floor at the on-demand price (the candidate's figure mixes both).
+    hourly = c.spot_usd_per_hour if floor and floor.on_demand_base_nodes else c.usd_per_hour
+    node_usd = None if hourly is None else hourly / c.nodes
+    od_node_usd = None if c.on_demand_usd_per_hour is None else c.on_demand_usd_per_hour / c.nodes
+    return daily.select_scaling(t, shape, boot_time, node_usd_per_hour=node_usd,
+                                on_demand_base_nodes=floor.on_demand_base_nodes if floor else 0,
+                                on_demand_node_usd_per_hour=od_node_usd if floor else None)
 
 
 def _scaling_sentence(s: ScalingPlan) -> str:

@@ -94,11 +94,14 @@ def _line(item: str, peak: float | None, profile: float | None, quantity: str, s
 
 
 def _instances(plan: Plan) -> BillLine:
-    d, c, sc = plan.deployment, plan.cost, plan.scaling
+    d, c, sc, sp = plan.deployment, plan.cost, plan.scaling, plan.spot
     known = bool(c.usd_per_hour)
+    # A spot plan's cost already bills its on-demand base on demand (sizing/spot.py); say how many nodes.
+    at = (f"with {sp.on_demand_base_nodes} on demand and {sp.spot_nodes} on spot" if sp and sp.on_demand_base_nodes
+          else f"at {d.pricing}")
     return BillLine(item="instances", usd_per_month_at_peak=c.usd_per_month if known else None,
                     usd_per_month_at_profile=sc.usd_per_month_at_profile if sc else None,
-                    quantity=f"{d.nodes} x {d.instance_type} x 730 h at {d.pricing}"
+                    quantity=f"{d.nodes} x {d.instance_type} x 730 h {at}"
                     + (f"; {sc.average_replicas:g} replicas on average over the day" if sc else ""),
                     price_source=c.price_source, unpriced="" if known else "no instance price")
 

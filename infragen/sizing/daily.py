@@ -60,8 +60,12 @@ def shape_for(traffic: TrafficSpec, *, capacity_requests_per_s: float, batch: in
 
 
 def select_scaling(traffic: TrafficSpec, shape: ReplicaShape, boot: BootTime, *,
-                   node_usd_per_hour: float | None) -> ScalingPlan | None:
-    """Replicas per hour, the autoscaling floor, ceiling and target, and the cost at the profile (None: no shape)."""
+                   node_usd_per_hour: float | None, on_demand_base_nodes: int = 0,
+                   on_demand_node_usd_per_hour: float | None = None) -> ScalingPlan | None:
+    """Replicas per hour, the autoscaling floor, ceiling and target, and the cost at the profile (None: no shape).
+
+    A spot plan's first `on_demand_base_nodes` running nodes are billed at `on_demand_node_usd_per_hour`."""
+    base = (on_demand_base_nodes, on_demand_node_usd_per_hour)
     peak = traffic.peak_requests_per_s if traffic.peak_requests_per_s is not None else float(
         traffic.concurrent_users or 0)
     boot_plan = BootPlan(install_s=boot.install_s, download_s=boot.download_s, load_s=boot.load_s,
@@ -90,7 +94,7 @@ def select_scaling(traffic: TrafficSpec, shape: ReplicaShape, boot: BootTime, *,
         profile, by_hour, headroom, steepest, method = None, None, 1.0, 0.0, METHOD_AVERAGE
         floor = shape.min_replicas
         plans = {"target-tracking": [shape.replicas_for(traffic.average_requests_per_s)] * MINUTES_PER_DAY}
-    cost = {name: _monthly_usd(fleet, shape, node_usd_per_hour) for name, fleet in plans.items()}
+    cost = {name: _monthly_usd(fleet, shape, node_usd_per_hour, base) for name, fleet in plans.items()}
     strategy = min(plans, key=lambda n: (cost[n] if cost[n] is not None else sum(plans[n]), n != "target-tracking"))
     fleet = plans[strategy]
     return ScalingPlan(
@@ -101,7 +105,7 @@ def select_scaling(traffic: TrafficSpec, shape: ReplicaShape, boot: BootTime, *,
         strategy=strategy,  # type: ignore[arg-type]
         average_replicas=round(sum(fleet) / MINUTES_PER_DAY, 3),
         usd_per_month_at_profile=None if cost[strategy] is None else round(cost[strategy], 2),
-        usd_per_month_at_peak=_round(_monthly_usd(peak_fleet, shape, node_usd_per_hour)),
+        usd_per_month_at_peak=_round(_monthly_usd(peak_fleet, shape, node_usd_per_hour, base)),
         method=method)
 
 
@@ -124,8 +128,14 @@ def _scheduled(by_hour: list[int], boot_s: int) -> list[int]:
     return fleet
 
 
-def _monthly_usd(fleet: list[int], shape: ReplicaShape, node_usd_per_hour: float | None) -> float | None:
+def _monthly_usd(fleet: list[int], shape: ReplicaShape, node_usd_per_hour: float | None,
+                 base: tuple[int, float | None] = (0, None)) -> float | None:
+    """The fleet's monthly cost; `base` = (nodes billed at the second price first, that price) for a spot plan's
+    on-demand floor."""
     if node_usd_per_hour is None:
         return None
-    node_hours_per_day = sum(shape.nodes_for(r) for r in fleet) / 60
-    return node_hours_per_day * node_usd_per_hour * HOURS_PER_MONTH / HOURS_PER_DAY
+    base_nodes, base_usd = base if base[1] is not None else (0, node_usd_per_hour)
+    nodes = [shape.nodes_for(r) for r in fleet]
+    held = [min(n, base_nodes) for n in nodes]
+    usd_per_day = (sum(nodes) - sum(held)) / 60 * node_usd_per_hour + sum(held) / 60 * (base_usd or 0.0)
+    return usd_per_day * HOURS_PER_MONTH / HOURS_PER_DAY

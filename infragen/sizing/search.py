@@ -15,6 +15,7 @@ from infragen.catalog.load_balancers import load_balancer_facts
 from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
 from infragen.sizing import queueing, resources
+from infragen.sizing import spot as spot_floor
 from infragen.sizing.compat_gate import layout_rejection
 from infragen.sizing.estimate import estimate as default_estimator
 from infragen.sizing.hardware import hardware_from_instance
@@ -303,6 +304,16 @@ def _price(spec: WorkloadSpec, cloud: str, region: str, s: Sizing) -> Candidate:
     if rejected is None and hourly is None and not (spec.allow_unpriced and od is None and spot is None):
         rejected, miss = f"no {spec.pricing} price for {s.instance.id} in {region}", math.inf
     total = None if hourly is None else hourly * nodes
+    held = spot_floor.base_nodes(spec, s, nodes)
+    if held and total is not None:
+        # A spot plan keeps its on-demand base on demand: candidates compete on that mix (sizing/spot.py).
+        if od is None:
+            total = None
+            if rejected is None and not spec.allow_unpriced:
+                rejected, miss = (f"no on-demand price for {s.instance.id} in {region} for the spot plan's on-demand "
+                                  f"base ({held} node(s))"), math.inf
+        else:
+            total = held * od + (nodes - held) * hourly
     over = spec.budget_usd_per_month is not None and total is not None and (
         total * HOURS_PER_MONTH > spec.budget_usd_per_month)
     if rejected is None and over and total is not None and spec.budget_usd_per_month is not None:

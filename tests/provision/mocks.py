@@ -75,7 +75,7 @@ class Recording:
 class RecordingMocks(Mocks):
     """Mocks that echo inputs as outputs (plus `computed` extras) and record everything."""
 
-    def __init__(self, recording: Recording, call_results: Mapping[str, dict[str, Any]],
+    def __init__(self, recording: Recording, call_results: Mapping[str, Any],
                  computed: Computed) -> None:
         self.recording = recording
         self.call_results = call_results
@@ -96,7 +96,9 @@ class RecordingMocks(Mocks):
         self.recording.calls.append((args.token, dict(args.args)))
         if args.token not in self.call_results:
             raise KeyError(f"mock has no result for invoke {args.token}")
-        return dict(self.call_results[args.token])
+        result = self.call_results[args.token]
+        # A callable answers from the invoke's arguments (offerings per instance type filter...).
+        return dict(result(dict(args.args)) if callable(result) else result)
 
 
 # How the Pulumi wire format marks a secret value (pulumi.runtime.rpc): {SIG_KEY: SECRET_SIG, "value": ...}.
@@ -131,7 +133,7 @@ class _ErrorCollector:
         self.recording.errors.append(str(msg))
 
 
-def run_program(program: Callable[[], Mapping[str, Any]], *, call_results: Mapping[str, dict[str, Any]],
+def run_program(program: Callable[[], Mapping[str, Any]], *, call_results: Mapping[str, Any],
                 computed: Computed | None = None, config: Mapping[str, str] | None = None,
                 secret_keys: tuple[str, ...] = (), project: str = "infragen", stack: str = "test",
                 preview: bool = False) -> Recording:

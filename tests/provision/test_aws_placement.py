@@ -113,11 +113,16 @@ def test_options_are_read_and_checked() -> None:
 
     assert load_aws_options(Config({})) == AwsOptions()  # type: ignore[arg-type]
     assert load_aws_options(Config({"imageId": "ami-0123456789abcdef0", "capacityReservationId": "cr-0abc1234",
-                                    "capacityBlock": "true"})) == AwsOptions(  # type: ignore[arg-type]
-        image_id="ami-0123456789abcdef0", capacity_reservation_id="cr-0abc1234", capacity_block=True)
+                                    "capacityBlock": "true", "capacityReservationZone": "use1-az2"})) == AwsOptions(
+        image_id="ami-0123456789abcdef0", capacity_reservation_id="cr-0abc1234", capacity_block=True,
+        capacity_reservation_zone="use1-az2")
     for values, message in (({"imageId": "ubuntu"}, "infragen:imageId"),
                             ({"capacityReservationId": "cr-x; rm"}, "infragen:capacityReservationId"),
-                            ({"capacityBlock": "true"}, "capacityReservationId is not set")):
+                            ({"capacityBlock": "true"}, "capacityReservationId is not set"),
+                            ({"capacityReservationId": "cr-0abc1234"}, "capacityReservationZone is not"),
+                            ({"capacityReservationId": "cr-0abc1234", "capacityReservationZone": "us-east-1a;x"},
+                             "not an availability zone id"),
+                            ({"capacityReservationZone": "use1-az2"}, "capacityReservationId is not")):
         with pytest.raises(InputError, match=message):
             load_aws_options(Config(values))  # type: ignore[arg-type]
 

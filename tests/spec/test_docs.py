@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from infragen.architecture import ModelArchitecture
 from infragen.cli.spec_cmd import REGENERATE, render_workload_reference
 from infragen.fielddocs import document
-from infragen.spec import FamilyFilter, LimitsSpec, SloSpec, TrafficSpec, WorkloadSpec, workload_json_schema
+from infragen.spec import FamilyFilter, LimitsSpec, SloSpec, SpotSpec, TrafficSpec, WorkloadSpec, workload_json_schema
 from tests.spec.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,8 @@ def test_workload_reference_is_current() -> None:
     assert committed == render_workload_reference(), f"regenerate: {REGENERATE}"
 
 
-@pytest.mark.parametrize("model", [WorkloadSpec, TrafficSpec, SloSpec, FamilyFilter, LimitsSpec, ModelArchitecture])
+@pytest.mark.parametrize("model", [WorkloadSpec, TrafficSpec, SloSpec, FamilyFilter, LimitsSpec, SpotSpec,
+                                   ModelArchitecture])
 def test_every_field_has_a_docstring(model: type[BaseModel]) -> None:
     document(model)  # descriptions are attached on demand (infragen.fielddocs), not at import
     undocumented = [name for name, info in model.model_fields.items() if not (info.description or "").strip()]

@@ -14,6 +14,7 @@ import pulumi_aws as aws
 from infragen.errors import InputError
 from infragen.plan import Plan, SecretsPlan
 from infragen.provision.aws.autoscaling import attach_autoscaling, scales
+from infragen.provision.aws.capacity import spot_types
 from infragen.provision.aws.compute import Compute, ComputeArgs, UserDataRenderer
 from infragen.provision.aws.layout import (
     USER_DATA_MAX_BYTES,
@@ -30,6 +31,7 @@ from infragen.provision.aws.network import Network, NetworkArgs
 from infragen.provision.aws.options import AwsOptions, load_aws_options
 from infragen.provision.aws.port_targets import attach_port_targets
 from infragen.provision.aws.secrets import Secrets, SecretsArgs
+from infragen.provision.aws.zones import Zones, resolve_zones
 from infragen.provision.common import TAG_STACK, check_secret_free, check_user_data, name_stem, plan_tags
 from infragen.provision.settings import StackSettings
 
@@ -57,6 +59,9 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
         raise InputError(f"infragen:capacityReservationId is set but plan {plan.workload} is priced on spot; a "
                          "capacity reservation holds on-demand capacity",
                          fix="plan with on-demand pricing, or unset infragen:capacityReservationId")
+    if plan.deployment.pricing == "spot" and plan.spot is None:
+        pulumi.log.warn(f"plan {plan.workload} is priced on spot but carries no on-demand floor (`spot` part): "
+                        "every node is spot; re-plan it with this infragen to keep a base on demand")
     if not settings.certificate_arn and "0.0.0.0/0" in settings.allowed_cidrs:
         pulumi.log.warn("no infragen:certificateArn and infragen:allowedCidrs open to the internet: clients send "
                         "the API key in clear text; set a certificate or restrict the client networks")
@@ -79,10 +84,12 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
 
     ports = tuple(target_ports(plan))
     kind = plan.network.load_balancer
+    zones = resolve_zones(plan, provider, reservation_zone=aws_options.capacity_reservation_zone)
+    _warn_about_zones(plan, zones, aws_options)
     network = Network(stem, NetworkArgs(
         vpc_cidr=settings.vpc_cidr, listener_ports=listener_ports(kind, settings.certificate_arn),
         target_ports=ports, allowed_cidrs=settings.allowed_cidrs, efa=is_multinode(plan) and plan.network.rdma == "efa",
-        instance_type=plan.deployment.instance_type, region=plan.deployment.region,
+        node_zone_ids=zones.node_zone_ids, lb_zone_ids=zones.lb_zone_ids,
         reserve_head_ips=is_multinode(plan), tags=tags), opts)
     secrets = Secrets(stem, SecretsArgs(
         hf_token_name=secret_names.hf_token_name, api_key_name=secret_names.api_key_name,
@@ -101,7 +108,8 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
         efa_security_group_id=network.efa_sg.id if network.efa_sg is not None else None,
         instance_profile_arn=secrets.instance_profile.arn, target_group_arns=[t.arn for t in lb.target_groups],
         target_ports=ports, render_user_data=checked, tags=tags, image_id=aws_options.image_id,
-        capacity_reservation_id=aws_options.capacity_reservation_id, capacity_block=aws_options.capacity_block),
+        capacity_reservation_id=aws_options.capacity_reservation_id, capacity_block=aws_options.capacity_block,
+        spot_instance_types=spot_types(plan, zones.offered, zones.node_zone_ids)),
         pulumi.ResourceOptions(provider=provider, depends_on=[secrets, *([ports_policy] if ports_policy else [])]))
     scaling = (attach_autoscaling(stem, plan, compute.groups[0], load_balancer_arn=lb.lb.arn,
                                   target_group_arns=[t.arn for t in lb.target_groups],
@@ -119,6 +127,16 @@ def build_aws(plan: Plan, settings: StackSettings, *, render_user_data: UserData
         "head_private_ips": compute.head_ips,
         "node_zone_ids": network.node_zone_ids,
     }
+
+
+def _warn_about_zones(plan: Plan, zones: Zones, options: AwsOptions) -> None:
+    """Say at preview when the replicas cannot spread over two zones, and why."""
+    if zones.spread or plan.deployment.replicas < 2:
+        return
+    why = (f"the capacity reservation holds them in {zones.node_zone_ids[0]}" if options.capacity_reservation_zone
+           else f"only {zones.node_zone_ids[0]} offers {plan.deployment.instance_type}")
+    pulumi.log.warn(f"all {plan.deployment.replicas} replicas run in one zone ({why}): a zone outage stops the "
+                    "service")
 
 
 def _default_renderer(plan: Plan, secrets: SecretsPlan) -> UserDataRenderer:

@@ -17,6 +17,7 @@ import pulumi_aws as aws
 
 from infragen.plan import Plan
 from infragen.provision.aws.autoscaling import group_bounds
+from infragen.provision.aws.capacity import capacity_args, on_demand_base_nodes, on_demand_replica
 from infragen.provision.aws.layout import (
     DATA_DEVICE_NAME,
     LIFECYCLE_HOOK_NAME,
@@ -75,6 +76,8 @@ class ComputeArgs:
     """On-Demand Capacity Reservation or Capacity Block to launch into (`infragen:capacityReservationId`)."""
     capacity_block: bool = False
     """The reservation is a Capacity Block for ML (`infragen:capacityBlock`): market type capacity-block."""
+    spot_instance_types: tuple[str, ...] | list[str] = ()
+    """Spot plans: the types the spot pools may launch (the planned one first; capacity.spot_types)."""
 
 
 def hook_heartbeat_s(plan: Plan) -> int:
@@ -122,8 +125,9 @@ class Compute(pulumi.ComponentResource):
         # claims the replica's fixed address (reserved in the subnet) so the workers find it again. Only the
         # head serves the OpenAI API; workers run their pipeline stages behind it.
         head_lt = self._launch_template(f"{name}-head", "head", group.head_ip)
+        on_demand = on_demand_replica(args.plan, group.index)
         head = self._group(f"{name}-head", head_lt, 1, [subnet_id], target_groups=args.target_group_arns,
-                           placement_group=pg.name)
+                           placement_group=pg.name, on_demand=on_demand)
         self.groups.append(head)
         self.head_groups.append(head)
         self.head_ips.append(group.head_ip)
@@ -131,7 +135,7 @@ class Compute(pulumi.ComponentResource):
             # Launched together with the head (no ordering): the head waits for the workers' GPUs itself.
             worker_lt = self._launch_template(f"{name}-worker", "worker", group.head_ip)
             self.groups.append(self._group(f"{name}-workers", worker_lt, group.workers, [subnet_id],
-                                           target_groups=[], placement_group=pg.name))
+                                           target_groups=[], placement_group=pg.name, on_demand=on_demand))
 
     # -- building blocks ---------------------------------------------------------------------------------------
     def _launch_template(self, name: str, role: Role, head_address: str | None) -> aws.ec2.LaunchTemplate:
@@ -206,24 +210,17 @@ class Compute(pulumi.ComponentResource):
 
     def _group(self, name: str, lt: aws.ec2.LaunchTemplate, count: int, subnet_ids: list[pulumi.Input[str]], *,
                target_groups: list[pulumi.Input[str]],
-               placement_group: pulumi.Input[str] | None) -> aws.autoscaling.Group:
+               placement_group: pulumi.Input[str] | None, on_demand: bool = False) -> aws.autoscaling.Group:
         args, plan = self._args, self._args.plan
-        spec = {"launch_template_id": lt.id, "version": lt.latest_version.apply(str)}
-        if plan.deployment.pricing == "spot":
-            # The plan was priced on spot: all capacity from spot pools, replaced on interruption.
-            capacity: dict[str, object] = {"mixed_instances_policy": aws.autoscaling.GroupMixedInstancesPolicyArgs(
-                instances_distribution=aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
-                    on_demand_base_capacity=0, on_demand_percentage_above_base_capacity=0,
-                    spot_allocation_strategy="price-capacity-optimized"),
-                launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
-                    launch_template_specification=(
-                        aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
-                            **spec)),
-                    overrides=[aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
-                        instance_type=plan.deployment.instance_type)]))}
-        else:
-            capacity = {"launch_template": aws.autoscaling.GroupLaunchTemplateArgs(
-                id=spec["launch_template_id"], version=spec["version"])}
+        spot = plan.deployment.pricing == "spot" and not on_demand
+        # A spot group keeps the plan's on-demand base (single-node replicas); a multi-node replica is wholly on
+        # demand or wholly spot (capacity.on_demand_replica), and its spot pools are the planned type only (one
+        # EFA layout and placement group).
+        capacity = capacity_args(
+            lt.id, lt.latest_version.apply(str), spot=spot,
+            on_demand_nodes=on_demand_base_nodes(plan) if placement_group is None else 0,
+            instance_types=list(args.spot_instance_types or [plan.deployment.instance_type])
+            if placement_group is None else [plan.deployment.instance_type])
         serving = bool(target_groups)
         heartbeat = hook_heartbeat_s(plan)
         # Serving nodes wait in Pending:Wait until their readiness unit completes the hook (docs/bootstrap.md):
@@ -249,7 +246,7 @@ class Compute(pulumi.ComponentResource):
             initial_lifecycle_hooks=hooks,
             wait_for_capacity_timeout=f"{(heartbeat if serving else 0) + CAPACITY_WAIT_MARGIN_S}s",
             placement_group=placement_group,
-            capacity_rebalance=plan.deployment.pricing == "spot",
+            capacity_rebalance=spot,
             instance_refresh=aws.autoscaling.GroupInstanceRefreshArgs(
                 strategy="Rolling",
                 preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(

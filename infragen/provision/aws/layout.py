@@ -103,14 +103,21 @@ def is_multinode(plan: Plan) -> bool:
 
 
 def choose_zones(offered: list[str], available: list[str], instance_type: str, region: str,
-                 count: int = AZ_COUNT) -> tuple[list[str], list[str]]:
-    """(node zone ids, load-balancer zone ids): nodes only in zones offering the instance type (repeated when
-    fewer than `count` do); the load balancer in those zones first, then others, `count` distinct ones."""
+                 count: int = AZ_COUNT, *, reservation_zone: str | None = None) -> tuple[list[str], list[str]]:
+    """(node zone ids, load-balancer zone ids): nodes only in zones offering the instance type, spread over
+    `count` distinct ones where that many do (repeated when fewer do), or all in `reservation_zone` when a capacity
+    reservation holds them; the load balancer in the node zones first, then others, `count` distinct ones."""
     nodes_in = [z for z in available if z in set(offered)]
     if not nodes_in:
         raise InputError(f"no availability zone of {region} offers {instance_type} "
                          f"(zones: {', '.join(available) or 'none'})",
                          fix="plan another region (workload `regions`) or run `infragen preflight` first")
+    if reservation_zone is not None:
+        if reservation_zone not in nodes_in:
+            raise InputError(f"infragen:capacityReservationZone {reservation_zone} is not a zone of {region} that "
+                             f"offers {instance_type} ({', '.join(nodes_in)})",
+                             fix="set it to the reservation's zone id (`infragen preflight` prints it)")
+        nodes_in = [reservation_zone]
     lb_in = (nodes_in + [z for z in available if z not in nodes_in])[:count]
     if len(lb_in) < count:
         raise InputError(f"{region} has {len(available)} available zone(s); the load balancer needs {count}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infragen.provision.aws.layout import AZ_COUNT, choose_zones, head_reservation, subnet_cidrs
+from infragen.provision.aws.layout import AZ_COUNT, head_reservation, subnet_cidrs
 
 ANYWHERE_IPV4 = "0.0.0.0/0"
 
@@ -30,10 +30,10 @@ class NetworkArgs:
     """Client networks allowed to reach the listener ports."""
     efa: bool
     """Create the self-referencing all-traffic group EFA requires."""
-    instance_type: str
-    """Node instance type: node subnets go only to zones that offer it."""
-    region: str
-    """Region (for messages)."""
+    node_zone_ids: list[str]
+    """Zone id of each private (node) subnet: zones that offer the instance type (zones.resolve_zones)."""
+    lb_zone_ids: list[str]
+    """Zone id of each public (load-balancer) subnet, all distinct."""
     reserve_head_ips: bool
     """Reserve each private subnet's head block (multi-node replicas claim fixed addresses from it)."""
     tags: dict[str, str]
@@ -49,14 +49,9 @@ class Network(pulumi.ComponentResource):
         tags = args.tags
         cidrs = subnet_cidrs(args.vpc_cidr)
         invoke = pulumi.InvokeOutputOptions(parent=self)
-        azs = aws.get_availability_zones_output(state="available", opts=invoke)
-        offered = aws.ec2.get_instance_type_offerings_output(
-            location_type="availability-zone-id", opts=invoke,
-            filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=[args.instance_type])])
-        # Zones by offering: a zone without the type would leave its nodes unlaunchable; fails at preview.
-        zones = pulumi.Output.all(offered.locations, azs.zone_ids).apply(
-            lambda a: choose_zones(list(a[0]), list(a[1]), args.instance_type, args.region))
-        self.node_zone_ids = zones.apply(lambda z: z[0])
+        # Zones by offering, chosen before any resource (zones.resolve_zones): a zone without the type would leave
+        # its nodes unlaunchable.
+        self.node_zone_ids = list(args.node_zone_ids)
 
         self.vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.vpc_cidr, enable_dns_hostnames=True,
                                enable_dns_support=True, tags={**tags, "Name": f"{name}-vpc"}, opts=child)
@@ -68,7 +63,7 @@ class Network(pulumi.ComponentResource):
         self.public_subnets: list[aws.ec2.Subnet] = []
         self.private_subnets: list[aws.ec2.Subnet] = []
         for i in range(AZ_COUNT):
-            az = zones.apply(lambda z, i=i: z[1][i])
+            az = args.lb_zone_ids[i]
             pub = aws.ec2.Subnet(f"{name}-public-{i}", vpc_id=self.vpc.id, cidr_block=cidrs.public[i],
                                  availability_zone_id=az, map_public_ip_on_launch=False,
                                  tags={**tags, "Name": f"{name}-public-{i}", "infragen:tier": "public"}, opts=child)
@@ -90,7 +85,7 @@ class Network(pulumi.ComponentResource):
             f"{name}-s3", vpc_id=self.vpc.id, service_name=s3.service_name, vpc_endpoint_type="Gateway",
             route_table_ids=[private_rt.id], tags={**tags, "Name": f"{name}-s3"}, opts=child)
         for i in range(AZ_COUNT):
-            az = zones.apply(lambda z, i=i: z[0][i])
+            az = args.node_zone_ids[i]
             priv = aws.ec2.Subnet(f"{name}-private-{i}", vpc_id=self.vpc.id, cidr_block=cidrs.private[i],
                                   availability_zone_id=az, map_public_ip_on_launch=False,
                                   tags={**tags, "Name": f"{name}-private-{i}", "infragen:tier": "private"},
