@@ -1,6 +1,7 @@
-"""AWS preflight: credentials, vCPU quota of the instance class (Service Quotas, minus what already runs),
-zones offering the instance type, the machine image, the stack's secrets and certificate, and a configured
-capacity reservation. boto3, read-only calls only; never reads a secret value.
+"""AWS preflight: credentials, vCPU quota of the instance class (Service Quotas, minus what already runs; a spot
+plan's on-demand base and spot part each against its own quota), zones offering the instance type, a spot market
+for spot plans, the machine image, the stack's secrets and certificate, and a configured capacity reservation
+(type, state, free count, zone). boto3, read-only calls only; never reads a secret value.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ def check_aws(target: PreflightTarget, clients: ClientFactory | None = None) -> 
     if identity.status == "fail":
         return [identity]
     checks = [identity]
-    for name, fn in (("zones", _zones), ("vcpu-quota", _quota), ("image", _image), ("secrets", _secrets),
-                     ("certificate", _certificate), ("capacity", _capacity)):
+    for name, fn in (("zones", _zones), ("vcpu-quota", _quota), ("spot", _spot), ("image", _image),
+                     ("secrets", _secrets), ("certificate", _certificate), ("capacity", _capacity)):
         checks += _guard_many(name, lambda fn=fn: fn(target, client))
     return checks
 
@@ -58,9 +59,20 @@ def offered_zone_ids(ec2: Any, instance_type: str) -> list[str]:
 
 
 def _quota(target: PreflightTarget, client: ClientFactory) -> list[Check]:
+    """The vCPU quota of each capacity type the plan launches: a spot plan's on-demand base counts against the
+    on-demand quota, its spot nodes against the spot quota."""
+    plan = target.plan
+    if plan.deployment.pricing != "spot":
+        return _quota_of(target, client, spot=False, nodes=plan.deployment.nodes)
+    base = plan.spot.on_demand_base_nodes if plan.spot else 0
+    spot_nodes = plan.deployment.nodes - base
+    return ([*(_quota_of(target, client, spot=False, nodes=base) if base else []),
+             *(_quota_of(target, client, spot=True, nodes=spot_nodes) if spot_nodes else [])])
+
+
+def _quota_of(target: PreflightTarget, client: ClientFactory, *, spot: bool, nodes: int) -> list[Check]:
     d = target.plan.deployment
     cls = load_aws_deploy().quota_class(d.instance_type)
-    spot = d.pricing == "spot"
     quota = None if cls is None else (cls.spot if spot else cls.on_demand)
     if cls is None or quota is None:
         return [Check("vcpu-quota", "warn", f"no known vCPU quota code for {d.instance_type} "
@@ -68,17 +80,67 @@ def _quota(target: PreflightTarget, client: ClientFactory) -> list[Check]:
                       fix="check EC2 limits in the Service Quotas console")]
     ec2 = client("ec2")
     per_node = target.plan.hardware.vcpus or _vcpus(ec2, [d.instance_type])[d.instance_type]
-    needed = per_node * d.nodes
+    needed = per_node * nodes
     limit = _quota_value(client("service-quotas"), quota.code)
     running = _running_vcpus(ec2, cls.families, spot=spot)
     total = running + needed
     detail = (f"{quota.name} ({quota.code}): {limit:g} vCPUs; {running} in use + {needed} needed "
-              f"({d.nodes} x {d.instance_type}, {per_node} vCPUs each)")
+              f"({nodes} x {d.instance_type}, {per_node} vCPUs each)")
     if total > limit:
         return [Check("vcpu-quota", "fail", detail,
                       fix=f"aws service-quotas request-service-quota-increase --region {d.region} "
                           f"--service-code ec2 --quota-code {quota.code} --desired-value {total}")]
     return [Check("vcpu-quota", "ok", detail)]
+
+
+def _spot(target: PreflightTarget, client: ClientFactory) -> list[Check]:
+    """Spot plans: a spot market for the planned type (and each same-GPU alternative) in the zones that offer it,
+    from the spot price history of the last day (no history: no spot pool there)."""
+    plan = target.plan
+    d = plan.deployment
+    if d.pricing != "spot":
+        return []
+    ec2 = client("ec2")
+    ids = {z["ZoneName"]: z["ZoneId"] for z in ec2.describe_availability_zones()["AvailabilityZones"]}
+    offered = set(offered_zone_ids(ec2, d.instance_type))
+    out = []
+    for itype in [d.instance_type, *(plan.spot.alternative_instance_types if plan.spot else [])]:
+        prices = spot_prices(ec2, itype)
+        zones = sorted(ids.get(name, name) for name in prices if ids.get(name, name) in offered)
+        if itype != d.instance_type:
+            out.append(Check("spot", "ok" if zones else "warn",
+                             f"alternative {itype}: spot prices in {', '.join(zones)}" if zones else
+                             f"alternative {itype}: no spot price in the zones offering {d.instance_type}; its "
+                             "pool stays empty"))
+            continue
+        if not zones:
+            return [Check("spot", "fail", f"no spot price for {itype} in any zone of {d.region} that offers it "
+                          "(EC2 spot price history, last day): the spot part of the plan cannot launch",
+                          fix="plan with pricing: on-demand, or another region")]
+        shown = ", ".join(f"{z} ${prices[n]:.4f}/h" for n, z in sorted((n, ids.get(n, n)) for n in prices)
+                          if z in zones)
+        status = "ok" if len(zones) > 1 or d.replicas < 2 else "warn"
+        out.append(Check("spot", status, f"{itype} spot prices: {shown}" +
+                         ("" if status == "ok" else "; one zone only, so the spot replicas share one spot market"),
+                         fix=None if status == "ok" else "accept it, or plan a region with two spot zones"))
+    return out
+
+
+def spot_prices(ec2: Any, instance_type: str) -> dict[str, float]:
+    """Zone name -> the latest Linux spot price of the instance type over the last day."""
+    import datetime
+
+    since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1)
+    pages = ec2.get_paginator("describe_spot_price_history").paginate(
+        InstanceTypes=[instance_type], ProductDescriptions=["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+        StartTime=since)
+    latest: dict[str, tuple[Any, float]] = {}
+    for page in pages:
+        for row in page["SpotPriceHistory"]:
+            zone, at = row["AvailabilityZone"], row["Timestamp"]
+            if zone not in latest or at > latest[zone][0]:
+                latest[zone] = (at, float(row["SpotPrice"]))
+    return {zone: price for zone, (_, price) in latest.items()}
 
 
 def _quota_value(sq: Any, code: str) -> float:
@@ -217,11 +279,22 @@ def _capacity(target: PreflightTarget, client: ClientFactory) -> list[Check]:
     if cr.get("State") not in ("active", "scheduled"):
         problems.append(f"is {cr.get('State')}")
     available = int(cr.get("AvailableInstanceCount", 0))
+    # A Capacity Block is sold whole: before it starts its count is the block's (EC2 user guide, Capacity Blocks).
     if available < d.nodes:
         problems.append(f"has {available} instance(s) free, the plan needs {d.nodes}")
-    detail = f"{rid} in {cr.get('AvailabilityZone')} ({cr.get('ReservationType', 'default')})"
+    zone_id, configured = cr.get("AvailabilityZoneId"), target.setting("capacityReservationZone")
+    stack = f" --stack {target.stack}" if target.stack else ""
+    zone_fix = f"pulumi config set{stack} infragen:capacityReservationZone {zone_id}"
+    detail = f"{rid} in {cr.get('AvailabilityZone')} ({zone_id}, {cr.get('ReservationType', 'default')})"
     if problems:
         return [Check("capacity", "fail", f"{detail} " + "; ".join(problems))]
+    if zone_id and configured != zone_id:
+        what = "is not set" if not configured else f"is {configured}"
+        return [Check("capacity", "fail", f"{detail}: infragen:capacityReservationZone {what}; every node must "
+                      "launch in the reservation's zone", fix=zone_fix)]
+    if cr.get("State") == "scheduled":
+        return [Check("capacity", "warn", f"{detail}: scheduled, starts {cr.get('StartDate')}; launches fail "
+                      "before then", fix="deploy after the reservation starts")]
     return [Check("capacity", "ok", f"{detail}: {available} x {d.instance_type} free")]
 
 

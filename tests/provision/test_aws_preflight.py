@@ -220,6 +220,86 @@ def test_capacity_reservation_must_match_the_plan() -> None:
     assert check.status == "fail" and "is for p5.48xlarge" in check.detail and "0 instance(s) free" in check.detail
 
 
+def test_capacity_reservation_zone_must_be_configured_and_match() -> None:
+    cr = {"CapacityReservationId": "cr-0123456789abcdef0", "InstanceType": "g6e.12xlarge",
+          "AvailabilityZone": "us-east-1c", "AvailabilityZoneId": "use1-az2", "State": "active",
+          "AvailableInstanceCount": 1, "TotalInstanceCount": 1}
+    rid = cr["CapacityReservationId"]
+    unset = by_name(run_preflight(target(capacityReservationId=rid), clients=clients(capacity=cr)))["capacity"][0]
+    assert unset.status == "fail" and "capacityReservationZone is not set" in unset.detail
+    assert unset.fix == "pulumi config set --stack aws-test infragen:capacityReservationZone use1-az2"
+    wrong = by_name(run_preflight(target(capacityReservationId=rid, capacityReservationZone="use1-az1"),
+                                  clients=clients(capacity=cr)))["capacity"][0]
+    assert wrong.status == "fail" and "is use1-az1" in wrong.detail
+    ok = by_name(run_preflight(target(capacityReservationId=rid, capacityReservationZone="use1-az2"),
+                               clients=clients(capacity=cr)))["capacity"][0]
+    assert ok.status == "ok" and "use1-az2" in ok.detail
+    block = {**cr, "State": "scheduled", "ReservationType": "capacity-block", "StartDate": "2026-12-24T11:30:00Z"}
+    later = by_name(run_preflight(target(capacityReservationId=rid, capacityReservationZone="use1-az2"),
+                                  clients=clients(capacity=block)))["capacity"][0]
+    assert later.status == "warn" and "starts 2026-12-24" in later.detail
+
+
+def spot_plan(itype: str, *, base: int, alternatives: list[str] | None = None) -> Plan:
+    from infragen.plan import SpotPlan
+
+    plan = make_plan("single", "aws", spot=True)
+    d = plan.deployment.model_copy(update={"instance_type": itype, "replicas": 3, "nodes": 3})
+    hardware = plan.hardware.model_copy(update={"vcpus": 8})
+    return plan.model_copy(update={"deployment": d, "hardware": hardware, "spot": SpotPlan(
+        on_demand_base_replicas=base, on_demand_base_nodes=base, spot_nodes=3 - base, base_basis="test",
+        alternative_instance_types=alternatives or [], usd_per_month_expected=None, interruption_note="none",
+        risk="test")})
+
+
+def test_spot_plans_need_a_spot_market_in_the_offering_zones() -> None:
+    """moto serves spot price history (with its own placeholder prices) for real instance types only."""
+    checks = by_name(run_preflight(target(spot_plan("g6e.2xlarge", base=1, alternatives=["g6e.4xlarge"])),
+                                   clients=clients(code="L-3819A6DF")))
+    main, alternative = checks["spot"]
+    assert main.status == "ok" and "g6e.2xlarge spot prices: use1-az" in main.detail
+    assert alternative.status == "ok" and alternative.detail.startswith("alternative g6e.4xlarge: spot prices in")
+    missing = by_name(run_preflight(target(spot_plan("g6e.2xlarge", base=1, alternatives=["zz9.bogus"])),
+                                    clients=clients(code="L-3819A6DF")))["spot"][1]
+    assert missing.status == "warn" and "alternative zz9.bogus: no spot price" in missing.detail
+    assert "spot" not in by_name(run_preflight(target(), clients=clients()))
+
+
+def test_a_spot_type_without_a_spot_market_fails() -> None:
+    from infragen.preflight.aws import _spot
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    plan = spot_plan("g6e.2xlarge", base=1)
+    # No spot price history anywhere (a type without a spot market): answered by a stub, moto always has one.
+    stubbed = boto3.client("ec2", region_name=REGION)
+    stub = Stubber(stubbed)
+    stub.add_response("describe_spot_price_history", {"SpotPriceHistory": []})
+    stub.activate()
+
+    class NoSpotMarket(Mixed):
+        def get_paginator(self, name: str) -> Any:
+            return (stubbed if name == "describe_spot_price_history" else ec2).get_paginator(name)
+
+    checks = _spot(target(plan), lambda service: NoSpotMarket(ec2, stubbed, set()))
+    assert [c.status for c in checks] == ["fail"] and "no spot price for g6e.2xlarge" in checks[0].detail
+
+
+def test_a_spot_plans_base_counts_against_the_on_demand_quota() -> None:
+    plan = spot_plan("g6e.2xlarge", base=1)
+    sq = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(sq)
+    for code, value in (("L-DB2E81BA", 8.0), ("L-3819A6DF", 8.0)):
+        stub.add_response("get_service_quota", {"Quota": {
+            "ServiceCode": "ec2", "QuotaCode": code, "QuotaName": "q", "Value": value, "Unit": "None",
+            "Adjustable": True, "GlobalQuota": False}}, {"ServiceCode": "ec2", "QuotaCode": code})
+    stub.activate()
+    factory = clients()
+    checks = by_name(run_preflight(target(plan), clients=lambda s: sq if s == "service-quotas" else factory(s)))
+    on_demand, spot = checks["vcpu-quota"]
+    assert on_demand.status == "ok" and "(L-DB2E81BA)" in on_demand.detail and "8 needed (1 x" in on_demand.detail
+    assert spot.status == "fail" and "(L-3819A6DF)" in spot.detail and "16 needed (2 x" in spot.detail
+
+
 def test_bad_credentials_stop_at_the_first_check() -> None:
     sts = boto3.client("sts", region_name=REGION)
     stub = Stubber(sts)
