@@ -2,7 +2,8 @@
 Secrets Manager, ACM, SSM). Where moto does not implement a call, a botocore Stubber answers with a response in
 the API reference's shape (not recorded from a live account): Service Quotas for EC2 codes (moto serves only
 `vpc`), SSM's public DLAMI parameter (moto refuses `/aws/` names), DescribeCapacityReservations (not
-implemented), and STS errors.
+implemented), an empty spot price history (moto always has one) and STS errors. Spot price history itself is
+moto's (DescribeSpotPriceHistory, with moto's placeholder prices).
 """
 
 from __future__ import annotations
