@@ -78,6 +78,64 @@ def test_no_offering_zone_fails_the_preview_with_the_reason() -> None:
         run(plan, offered=[])
 
 
+def test_replicas_spread_over_two_offering_zones_unless_one_offers_the_type() -> None:
+    """Single-node replicas: one group over both node subnets (two zones); multi-node replicas alternate zones,
+    each whole in one (its cluster placement group is one zone)."""
+    single = run(make_plan("single", "aws"))
+    [group] = single.of_type("aws:autoscaling/group:Group")
+    assert len(group.inputs["vpcZoneIdentifiers"]) == 2 and len(set(zones_of(single, "private"))) == 2
+    plan = make_plan("multinode", "aws")
+    plan = plan.model_copy(update={"deployment": plan.deployment.model_copy(update={"replicas": 2, "nodes": 4})})
+    rec = run(plan)
+    subnet_zone = {f"{s.name}-id": s.inputs["availabilityZoneId"] for s in rec.of_type(SUBNET)}
+    zone_of = {g.name: {subnet_zone[x] for x in g.inputs["vpcZoneIdentifiers"]}
+               for g in rec.of_type("aws:autoscaling/group:Group")}
+    assert all(len(z) == 1 for z in zone_of.values())  # a replica stays in one zone
+    r0 = {z for n, zs in zone_of.items() if "-r0-" in n for z in zs}
+    r1 = {z for n, zs in zone_of.items() if "-r1-" in n for z in zs}
+    assert r0 == {"use1-az1"} and r1 == {"use1-az2"}
+    assert not [w for w in rec.warnings if "one zone" in w]
+    lonely = run(plan, offered=["use1-az4"])
+    assert any("all 2 replicas run in one zone (only use1-az4 offers" in w for w in lonely.warnings), lonely.warnings
+
+
+def test_a_capacity_reservation_keeps_every_node_in_its_zone() -> None:
+    plan = make_plan("single", "aws")
+    options = AwsOptions(image_id=MOCK_AMI, capacity_reservation_id="cr-0123456789abcdef0",
+                         capacity_reservation_zone="use1-az2")
+    rec = run(plan, options=options)
+    assert not rec.errors, rec.errors
+    assert zones_of(rec, "private") == ["use1-az2", "use1-az2"]
+    assert zones_of(rec, "public") == ["use1-az2", "use1-az1"]  # the load balancer still spans two zones
+    assert rec.exports["node_zone_ids"] == ["use1-az2", "use1-az2"]
+    assert any("the capacity reservation holds them in use1-az2" in w for w in rec.warnings), rec.warnings
+    elsewhere = AwsOptions(image_id=MOCK_AMI, capacity_reservation_id="cr-0123456789abcdef0",
+                           capacity_reservation_zone="use1-az4")  # the mocked region does not offer the type there
+    with pytest.raises(InputError, match="capacityReservationZone use1-az4 is not a zone of us-east-1 that offers"):
+        run(plan, options=elsewhere)
+
+
+def test_no_offering_zone_ends_the_program_with_one_message() -> None:
+    """The zones are chosen before any resource (a synchronous invoke), so the composition root's error boundary
+    turns the InputError into one RunError line, never a traceback from inside an apply."""
+    import pulumi
+
+    from tests.provision.test_aws_program import load_program
+
+    program = load_program()
+    plan = make_plan("single", "aws")
+    calls = {**AWS_CALLS, OFFERINGS: {**AWS_CALLS[OFFERINGS], "locations": [], "instanceTypes": []}}
+    program.resolve_plan = lambda settings: plan  # the plan under test instead of the stack's workload
+    config = {"infragen:workload": "examples/team-chatbot.yaml", "infragen:hfToken": "hf_x" * 10,
+              "infragen:apiKey": "k" * 32, "infragen:imageId": MOCK_AMI}
+    with pytest.raises(pulumi.RunError) as err:
+        run_program(lambda: program.main(), call_results=calls, computed=AWS_COMPUTED, config=config,
+                    secret_keys=("infragen:hfToken", "infragen:apiKey"))
+    message = str(err.value)
+    assert message.startswith("Error: no availability zone of us-east-1 offers") and "Traceback" not in message
+    assert "infragen preflight" in message
+
+
 # --- image pin and capacity ------------------------------------------------------------------------------------
 
 

@@ -49,9 +49,12 @@ def test_project_file_declares_what_settings_read() -> None:
     assert project["main"] == "stacks/" and project["stackConfigDir"] == "stacks"
     assert (PROJECT_ROOT / project["main"] / "__main__.py").is_file()
     declared = project["config"]
+    # Pulumi refuses a stack value for an undeclared key of the project's namespace: every key the settings read
+    # (provision/settings.py, provision/aws/options.py, Alibaba's) is declared.
     assert set(declared) == {"workload", "planFile", "hfToken", "apiKey", "certificateArn", "allowedCidrs",
-                             "vpcCidr", "imageId", "kmsInstanceId", "kmsKeyId", "nodeZones",
-                             "lbZones"}  # last five: Alibaba
+                             "vpcCidr", "imageId", "capacityReservationId", "capacityBlock",
+                             "capacityReservationZone", "kmsInstanceId", "kmsKeyId", "nodeZones",
+                             "lbZones"}  # capacity*: AWS; the last four: Alibaba
     assert declared["hfToken"]["secret"] is True and declared["apiKey"]["secret"] is True
     assert "default" not in declared["hfToken"] and "default" not in declared["apiKey"]  # required
     assert parse_cidrs(declared["allowedCidrs"]["default"], "k", ()) == ("0.0.0.0/0",)

@@ -46,6 +46,22 @@ CAPACITY_WAIT_MARGIN_S = 600
 IMDS_HOP_LIMIT = 2
 
 
+#: Tag holding a multi-node replica's generation (its launch templates' versions) on both its groups.
+GENERATION_TAG = "infragen:replica-generation"
+#: Group inputs whose change replaces a multi-node replica's groups (Pulumi property names).
+ROLL_TRIGGERS = ("launchTemplate", "mixedInstancesPolicy", "tags")
+
+
+@dataclass(frozen=True)
+class RollOptions:
+    """How a multi-node replica's groups roll: replaced with their generation, after the previous replica."""
+
+    generation: pulumi.Output[str]
+    """The replica's launch template versions; a change replaces head and worker groups together."""
+    after: list[pulumi.Resource]
+    """The previous replica's groups: this replica is replaced only once those stand (the head ready)."""
+
+
 @dataclass(frozen=True)
 class ComputeArgs:
     """What the nodes need."""
@@ -101,6 +117,7 @@ class Compute(pulumi.ComponentResource):
         self.head_groups: list[aws.autoscaling.Group] = []
         self.head_ips: list[str] = []
         self.launch_templates: list[aws.ec2.LaunchTemplate] = []
+        self._previous_replica: list[pulumi.Resource] = []
 
         if single_node_count(plan):
             lt = self._launch_template(f"{name}-replica", "replica", None)
@@ -125,17 +142,29 @@ class Compute(pulumi.ComponentResource):
         # claims the replica's fixed address (reserved in the subnet) so the workers find it again. Only the
         # head serves the OpenAI API; workers run their pipeline stages behind it.
         head_lt = self._launch_template(f"{name}-head", "head", group.head_ip)
+        worker_lt = self._launch_template(f"{name}-worker", "worker", group.head_ip) if group.workers else None
         on_demand = on_demand_replica(args.plan, group.index)
+        # With two or more replicas a plan change rolls one replica at a time, head and workers together (docs/aws.md,
+        # "Rolling a plan change"): both groups carry the replica's generation (its launch templates' versions) and
+        # are replaced when it changes, the old ones deleted first (the replica's GPUs and reservation are reused);
+        # the next replica's groups wait until this one's head group has its node InService, i.e. ready (launch
+        # hook). A lone replica keeps the in-place refresh: the head launches first, a shorter outage.
+        generation = pulumi.Output.concat("head-v", head_lt.latest_version.apply(str), "-worker-v",
+                                          worker_lt.latest_version.apply(str) if worker_lt else "none")
+        roll = (RollOptions(generation=generation, after=list(self._previous_replica))
+                if args.plan.deployment.replicas > 1 else None)
         head = self._group(f"{name}-head", head_lt, 1, [subnet_id], target_groups=args.target_group_arns,
-                           placement_group=pg.name, on_demand=on_demand)
+                           placement_group=pg.name, on_demand=on_demand, roll=roll)
         self.groups.append(head)
         self.head_groups.append(head)
         self.head_ips.append(group.head_ip)
-        if group.workers:
+        self._previous_replica = [head]
+        if worker_lt is not None:
             # Launched together with the head (no ordering): the head waits for the workers' GPUs itself.
-            worker_lt = self._launch_template(f"{name}-worker", "worker", group.head_ip)
-            self.groups.append(self._group(f"{name}-workers", worker_lt, group.workers, [subnet_id],
-                                           target_groups=[], placement_group=pg.name, on_demand=on_demand))
+            workers = self._group(f"{name}-workers", worker_lt, group.workers, [subnet_id], target_groups=[],
+                                  placement_group=pg.name, on_demand=on_demand, roll=roll)
+            self.groups.append(workers)
+            self._previous_replica.append(workers)
 
     # -- building blocks ---------------------------------------------------------------------------------------
     def _launch_template(self, name: str, role: Role, head_address: str | None) -> aws.ec2.LaunchTemplate:
@@ -210,7 +239,8 @@ class Compute(pulumi.ComponentResource):
 
     def _group(self, name: str, lt: aws.ec2.LaunchTemplate, count: int, subnet_ids: list[pulumi.Input[str]], *,
                target_groups: list[pulumi.Input[str]],
-               placement_group: pulumi.Input[str] | None, on_demand: bool = False) -> aws.autoscaling.Group:
+               placement_group: pulumi.Input[str] | None, on_demand: bool = False,
+               roll: RollOptions | None = None) -> aws.autoscaling.Group:
         args, plan = self._args, self._args.plan
         spot = plan.deployment.pricing == "spot" and not on_demand
         # A spot group keeps the plan's on-demand base (single-node replicas); a multi-node replica is wholly on
@@ -247,13 +277,19 @@ class Compute(pulumi.ComponentResource):
             wait_for_capacity_timeout=f"{(heartbeat if serving else 0) + CAPACITY_WAIT_MARGIN_S}s",
             placement_group=placement_group,
             capacity_rebalance=spot,
-            instance_refresh=aws.autoscaling.GroupInstanceRefreshArgs(
+            # Single-node replicas roll in place: the refresh replaces nodes while the hook holds each new one
+            # until it is ready. Multi-node replicas roll by replacement instead (`roll`).
+            instance_refresh=None if roll is not None else aws.autoscaling.GroupInstanceRefreshArgs(
                 strategy="Rolling",
                 preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(
                     min_healthy_percentage=healthy[0], max_healthy_percentage=healthy[1],
                     instance_warmup=str(POST_HOOK_GRACE_S if serving else plan.network.health_check_grace_s))),
-            tags=[aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
-                  for k, v in sorted(args.tags.items())],
-            opts=pulumi.ResourceOptions(parent=self,
-                                        ignore_changes=["desired_capacity"] if low != high else None),
+            tags=[*(aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
+                    for k, v in sorted(args.tags.items())),
+                  *([aws.autoscaling.GroupTagArgs(key=GENERATION_TAG, value=roll.generation, propagate_at_launch=False)]
+                    if roll is not None else [])],
+            opts=pulumi.ResourceOptions(
+                parent=self, ignore_changes=["desired_capacity"] if low != high else None,
+                **({"replace_on_changes": list(ROLL_TRIGGERS), "delete_before_replace": True,
+                    "depends_on": roll.after} if roll is not None else {})),
             **capacity)
