@@ -105,8 +105,10 @@ class TrafficSpec(_Strict):
     output_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] = 256
     """Average generated tokens per request."""
     max_context_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] | None = None
-    """Longest prompt + output a single request may use (vLLM max_model_len); None = 4 x (prompt + output),
-    capped by the model's trained context."""
+    """Longest prompt + output a single request may use (vLLM max_model_len); None = the model's trained context
+    (without YaRN scaling), capped by what the KV cache holds at the planned batch: one request of that length beside
+    max_num_seqs - 1 average ones (the plan says which and why). llama.cpp: None = 4 x (prompt + output) per slot,
+    because it allocates every slot's context up front."""
     average_requests_per_s: Annotated[PositiveFloat, Field(le=MAX_REQUESTS_PER_S)] | None = None
     """Average arrival rate over a day (at most the peak; with `peak_requests_per_s`): the plan also prices the
     deployment at this load. None = priced at the peak only. Give this or `hourly_profile`, not both."""

@@ -30,6 +30,7 @@ from infragen.plan import (
     StoragePlan,
 )
 from infragen.sizing import bill, bootstrap, compat_gate, daily, engine_args, explain, queueing, resources, spot
+from infragen.sizing.context import select_model_len
 from infragen.sizing.estimate import (
     estimate,
     estimate_memory,
@@ -44,7 +45,6 @@ from infragen.sizing.search import (
     Estimator,
     SearchResult,
     llama_cpp_loaded_gib,
-    max_model_len_for,
     search,
 )
 from infragen.sizing.types import Estimate, Hardware, MemoryEstimate
@@ -151,7 +151,16 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     t = spec.traffic
     source, uri, file, warnings = _weights(spec, model, lay.precision)
     weights_total_gib = est.weights_gib_per_gpu * (lay.tp * lay.pp if lay.engine == "vllm" else 1)
-    mml = max_model_len_for(spec, model)
+
+    def capacity_at(length: int) -> int | None:
+        mem = estimate_memory(model, s.hardware, precision=lay.precision, kv_cache_dtype=spec.kv_cache_dtype,
+                              engine=lay.engine, tp=lay.tp, pp=lay.pp, nodes=lay.nodes_per_replica,
+                              max_model_len=length, gpu_memory_utilization=GPU_MEMORY_UTILIZATION)
+        return mem.kv_cache_capacity_tokens if mem.fits else None
+
+    context = select_model_len(spec, model, engine=lay.engine, capacity_tokens=est.kv_cache_capacity_tokens,
+                               batch=s.batch, capacity_at=capacity_at)
+    mml = context.max_model_len
     served = model.id if model.id != "custom" else name
     if lay.engine == "vllm":
         argv = engine_args.vllm_argv(
@@ -220,6 +229,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         (f"Peak {peak:g} requests/s over {s.replicas} replicas of {est.requests_per_s:.2f} requests/s each "
          f"(utilisation {util:.0%}, cap {queueing.RHO_MAX:.0%})." if peak else
          f"{t.concurrent_users} concurrent users over {s.replicas} replicas of batch {s.batch}."),
+        context.why,
     ]
     if lay.replicas_per_node > 1:
         explanation.append(f"{lay.replicas_per_node} engines share each node, one per group of {lay.tp} GPU(s).")

@@ -17,6 +17,7 @@ from infragen.errors import InfragenError, InputError
 from infragen.sizing import queueing, resources
 from infragen.sizing import spot as spot_floor
 from infragen.sizing.compat_gate import layout_rejection
+from infragen.sizing.context import search_model_len
 from infragen.sizing.estimate import estimate as default_estimator
 from infragen.sizing.hardware import hardware_from_instance
 from infragen.sizing.types import Estimate, Hardware
@@ -100,13 +101,6 @@ class SearchResult:
         return sorted((c for c in self.candidates if c.rejected is None), key=Candidate.sort_key)
 
 
-def max_model_len_for(spec: WorkloadSpec, model: ModelArchitecture) -> int:
-    t = spec.traffic
-    if t.max_context_tokens is not None:
-        return t.max_context_tokens
-    return min(4 * (t.prompt_tokens + t.output_tokens), model.max_position_embeddings)
-
-
 def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -> Iterator[tuple[Layout | None, str]]:
     """Layouts this type can run, or (None, reason) for what it cannot."""
     for precision in spec.precision:
@@ -185,7 +179,7 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
                   estimator: Estimator) -> Sizing:
     """The best SLO-meeting batch of one layout on one type, and the replicas the peak needs."""
     t = spec.traffic
-    mml = max_model_len_for(spec, model)
+    mml = search_model_len(spec, model, layout.engine)  # the plan raises vLLM's to what memory holds (context.py)
 
     def run(conc: int | None) -> Estimate:
         return estimator(model, hw, precision=layout.precision, kv_cache_dtype=spec.kv_cache_dtype,
