@@ -119,6 +119,12 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     _require_driver_image(plan, opts)
     kms_instance_id, kms_key_id = _require_kms(opts)
     _refuse_spot_in_deployment_sets(plan)
+    if plan.spot is not None and plan.spot.on_demand_base_nodes:
+        # The plan bills the floor on demand; this program does not launch it yet, so say so before `up`.
+        pulumi.log.warn(f"plan {plan.workload} keeps {plan.spot.on_demand_base_nodes} node(s) on demand under spot "
+                        "(spot.on_demand_base_replicas), but the Alibaba program launches every node as spot: the "
+                        "on-demand floor is not applied (docs/alicloud.md); plan spot.on_demand_base_replicas: 0 "
+                        "to deploy what the plan prices, or pricing: on-demand")
     region = plan.deployment.region
     configured = pulumi.Config("alicloud").get("region")
     if configured and configured != region:
