@@ -94,6 +94,8 @@ class TpRule(_Record):
     the block scales); None = no refinement."""
     refine_min_compute_capability: str | None = Field(default=None, pattern=_CC)
     """Lowest NVIDIA compute capability whose kernels consume refined blocks."""
+    suggest: str | None = None
+    """What else would serve the model when the rule refuses a tp (shown with the refusal); None = nothing."""
     source: str
     """Where the rule was read."""
 
@@ -286,6 +288,8 @@ def tp_check(model: ModelArchitecture, tp: int, *, weight_block_size: tuple[int,
         if rule.refine_min is not None:
             why += (f" (vLLM refines blocks down to {rule.refine_min} only on compute capability "
                     f"{rule.refine_min_compute_capability}+; gcd here is {refined})")
+        if rule.suggest:
+            why += f"; {rule.suggest}"
         return TpCheck(f"{rule.id}: {why} ({rule.width.replace('_', ' ')} {width})", tuple(notes), rule.id)
     return TpCheck(None, tuple(notes))
 

@@ -51,6 +51,7 @@ def test_expert_shard_of_192_refines_to_64_on_hopper_but_not_on_ampere() -> None
     assert any("refines the scales to 64x64" in n for n in hopper.notes)
     ampere = tp_check(model, 8, weight_block_size=(128, 128), acc=_acc("a100-80gb")).problem
     assert ampere is not None and ampere.startswith("fp8-block-experts: FP8 block 128x128 does not divide 192 at tp 8")
+    assert "--enable-expert-parallel" in ampere and "smaller tp" in ampere  # what would serve it instead
 
 
 def test_expert_shard_without_a_32_wide_common_block_is_refused_everywhere() -> None:
