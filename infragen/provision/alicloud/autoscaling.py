@@ -14,8 +14,9 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from infragen.plan import Plan
+from infragen.provision.scaling import MINUTES_PER_DAY, floor_changes, scales
+from infragen.provision.scaling import fleet_bounds as shared_bounds
 
-MINUTES_PER_DAY = 24 * 60
 #: A scaling group takes up to five vSwitches, the first the most preferred (Alibaba Auto Scaling doc "Use Alibaba
 #: Cloud ESS SDK to create a multi-zone scaling group": VSwitchIds.N, N = 1 to 5, N is the priority).
 ESS_MAX_VSWITCHES = 5
@@ -58,25 +59,9 @@ class ScheduledStep:
         return f"{self.utc_minute % 60} {self.utc_minute // 60} * * *"
 
 
-def scales(plan: Plan) -> bool:
-    """Whether the replica groups follow the load (a daily view and single-node replicas)."""
-    return plan.scaling is not None and plan.deployment.nodes_per_replica == 1
-
-
-def _nodes(plan: Plan, replicas: int) -> int:
-    return math.ceil(replicas / plan.deployment.replicas_per_node)
-
-
 def fleet_bounds(plan: Plan) -> tuple[int, int, int]:
-    """(min, max, desired) nodes of all single-node replicas together; all `deployment.nodes` when they do not
-    scale. As on AWS: the scheduled strategy floors at the quietest hour (its tasks raise the floor ahead of each
-    busy hour), target tracking alone at the plan's `min_replicas` (which carries the steepest ramp)."""
-    count = plan.deployment.nodes
-    sc = plan.scaling
-    if sc is None or not scales(plan):
-        return count, count, count
-    floor = min(sc.replicas_by_hour) if sc.strategy == "scheduled" and sc.replicas_by_hour else sc.min_replicas
-    return _nodes(plan, floor), max(_nodes(plan, sc.max_replicas), count), count
+    """(min, max, desired) nodes of all single-node replicas together, bounded as on AWS (provision/scaling.py)."""
+    return shared_bounds(plan, plan.deployment.nodes)
 
 
 def group_count(plan: Plan, zone_slots: int) -> int:
@@ -124,23 +109,10 @@ def launch_wait_s(plan: Plan) -> int:
 
 
 def scheduled_steps(plan: Plan, on: date) -> list[ScheduledStep]:
-    """The daily floor changes of the profile (scheduled strategy only), in UTC as of `on`: a rise starts one boot
-    time before its hour, a fall waits for the hour (as on AWS)."""
-    sc = plan.scaling
-    if sc is None or not scales(plan) or sc.strategy != "scheduled" or sc.replicas_by_hour is None:
-        return []
-    lead = min(MINUTES_PER_DAY - 1, math.ceil(sc.boot.total_s / 60))
-    offset = utc_offset_minutes(sc.time_zone, on)
-    nodes = [_nodes(plan, r) for r in sc.replicas_by_hour]
-    out = []
-    for h, n in enumerate(nodes):
-        before = nodes[h - 1]
-        if n == before:
-            continue
-        local = h * 60 - (lead if n > before else 0)
-        out.append(ScheduledStep(f"hour-{h:02d}-{'up' if n > before else 'down'}-{n}",
-                                 (local - offset) % MINUTES_PER_DAY, n))
-    return out
+    """The daily floor changes of the profile (scheduled strategy only) in UTC as of `on`, at the same local
+    times as the AWS actions."""
+    offset = utc_offset_minutes(plan.scaling.time_zone, on) if plan.scaling else 0
+    return [ScheduledStep(c.name, (c.local_minute - offset) % MINUTES_PER_DAY, c.nodes) for c in floor_changes(plan)]
 
 
 def utc_offset_minutes(time_zone: str, on: date) -> int:

@@ -8,7 +8,6 @@ scaled: they would have to scale as whole replicas, which this layout cannot.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pulumi
@@ -16,12 +15,12 @@ import pulumi_aws as aws
 
 from infragen.plan import Plan
 from infragen.provision.aws.layout import POST_HOOK_GRACE_S
+from infragen.provision.scaling import MINUTES_PER_DAY, fleet_bounds, floor_changes, scales
 
 #: ALBRequestCountPerTarget counts requests per target per minute: a target tracking target value for a count metric
 #: is "the optimal average request count per instance during any one-minute interval" (AWS Auto Scaling API,
 #: TargetTrackingConfiguration.TargetValue).
 SECONDS_PER_METRIC_PERIOD = 60
-MINUTES_PER_DAY = 24 * 60
 
 
 @dataclass(frozen=True)
@@ -34,26 +33,9 @@ class ScheduledAction:
     desired_capacity: int
 
 
-def scales(plan: Plan) -> bool:
-    """Whether the replica group follows the load (a daily view and single-node replicas)."""
-    return plan.scaling is not None and plan.deployment.nodes_per_replica == 1
-
-
-def _nodes(plan: Plan, replicas: int) -> int:
-    return math.ceil(replicas / plan.deployment.replicas_per_node)
-
-
 def group_bounds(plan: Plan, count: int) -> tuple[int, int, int]:
-    """(min, max, desired) nodes of the replica group; all `count` when it does not scale.
-
-    With the scheduled strategy the floor is the quietest hour (each action raises it one boot time ahead of its
-    hour); with target tracking alone it is the plan's `min_replicas`, which carries the steepest ramp.
-    """
-    sc = plan.scaling
-    if sc is None or not scales(plan):
-        return count, count, count
-    floor = min(sc.replicas_by_hour) if sc.strategy == "scheduled" and sc.replicas_by_hour else sc.min_replicas
-    return _nodes(plan, floor), max(_nodes(plan, sc.max_replicas), count), count
+    """(min, max, desired) nodes of the replica group (provision/scaling.py, shared with Alibaba)."""
+    return fleet_bounds(plan, count)
 
 
 def target_requests_per_minute(plan: Plan) -> float | None:
@@ -64,21 +46,12 @@ def target_requests_per_minute(plan: Plan) -> float | None:
 
 
 def scheduled_actions(plan: Plan) -> list[ScheduledAction]:
-    """Daily actions that move the floor with the profile: a rise starts one boot time before its hour, a fall
-    waits for the hour. Empty unless the plan's strategy is scheduled."""
-    sc = plan.scaling
-    if sc is None or not scales(plan) or sc.strategy != "scheduled" or sc.replicas_by_hour is None:
-        return []
-    lead = min(MINUTES_PER_DAY - 1, math.ceil(sc.boot.total_s / 60))
-    nodes = [_nodes(plan, r) for r in sc.replicas_by_hour]
+    """Daily actions that move the floor with the profile (cron in the plan's time zone). Empty unless the plan's
+    strategy is scheduled."""
     out = []
-    for h, n in enumerate(nodes):
-        before = nodes[h - 1]
-        if n == before:
-            continue
-        at = (h * 60 - (lead if n > before else 0)) % MINUTES_PER_DAY
-        out.append(ScheduledAction(f"hour-{h:02d}-{'up' if n > before else 'down'}-{n}",
-                                   f"{at % 60} {at // 60} * * *", n, n))
+    for change in floor_changes(plan):
+        at = change.local_minute % MINUTES_PER_DAY
+        out.append(ScheduledAction(change.name, f"{at % 60} {at // 60} * * *", change.nodes, change.nodes))
     return out
 
 
