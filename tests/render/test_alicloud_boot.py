@@ -146,15 +146,20 @@ def test_gpu_check_says_who_provided_the_driver() -> None:
         assert "# The image provides the NVIDIA driver" in text and "infragen-gpu-driver" not in text
 
 
-def test_pip_installs_go_to_the_in_vpc_mirror(tmp_path: Path) -> None:
-    root = sandbox(make_plan("single", "alicloud"), "replica", tmp_path / "root")
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+def _fake_venv_python(bin_dir: Path, calls: Path) -> None:
+    """A `python3` whose `-m venv DIR` makes a pip that records its mirror settings and arguments."""
     fake(bin_dir, "python3", f"""
 dir=$3; mkdir -p "$dir/bin"
 printf '#!/bin/bash\\necho "pip $PIP_INDEX_URL $PIP_TRUSTED_HOST $*" >> {calls}\\n' > "$dir/bin/pip"
 printf '#!/bin/bash\\nexit 0\\n' > "$dir/bin/vllm"
 chmod +x "$dir/bin/pip" "$dir/bin/vllm"
 """)
+
+
+def test_pip_installs_go_to_the_in_vpc_mirror(tmp_path: Path) -> None:
+    root = sandbox(make_plan("single", "alicloud"), "replica", tmp_path / "root")
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    _fake_venv_python(bin_dir, calls)
     assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
     lines = calls.read_text().splitlines()
     assert lines and all(line.startswith(f"pip {MIRROR} mirrors.cloud.aliyuncs.com ") for line in lines)
@@ -194,12 +199,7 @@ def test_the_cn_beijing_example_downloads_from_modelscope_through_the_in_vpc_mir
     assert plan.deployment.region == "cn-beijing" and plan.model.weights_source == "modelscope"
     root = sandbox(plan, "replica", tmp_path / "root")
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
-    fake(bin_dir, "python3", f"""
-dir=$3; mkdir -p "$dir/bin"
-printf '#!/bin/bash\\necho "pip $PIP_INDEX_URL $PIP_TRUSTED_HOST $*" >> {calls}\\n' > "$dir/bin/pip"
-printf '#!/bin/bash\\nexit 0\\n' > "$dir/bin/vllm"
-chmod +x "$dir/bin/pip" "$dir/bin/vllm"
-""")
+    _fake_venv_python(bin_dir, calls)
     assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
     pips = calls.read_text().splitlines()
     assert pips and all(line.startswith(f"pip {MIRROR} mirrors.cloud.aliyuncs.com ") for line in pips)
