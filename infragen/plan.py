@@ -263,6 +263,12 @@ class EstimatePlan(_Frozen):
     """Relative error band of these figures (from calibration residuals)."""
     queueing_method: Text
     """How replicas were sized for the load (method and utilisation cap)."""
+    in_flight_requests: float | None = None
+    """Mean requests in flight over the whole deployment at peak (closed loop: users x E2E / (think + E2E); open
+    loop: rate x E2E, Little's law). None in plans written before it was reported."""
+    arrival_requests_per_s: float | None = None
+    """Requests/s arriving over the whole deployment at peak (open loop: peak_requests_per_s; closed loop: users /
+    (think + E2E)). None in plans written before it was reported."""
 
 
 class CostPlan(_Frozen):

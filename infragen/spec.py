@@ -74,6 +74,8 @@ MAX_LIMIT_USD_PER_MONTH = 1e10
 MAX_LIST = 200
 #: Hours in a day: `traffic.hourly_profile` has one value per hour.
 HOURS_PER_DAY = 24
+#: Longest think time a user may take (a day): a user idle longer than that is not online.
+MAX_THINK_TIME_S = 86_400.0
 
 
 class _Strict(BaseModel):
@@ -99,7 +101,12 @@ class TrafficSpec(_Strict):
     peak_requests_per_s: Annotated[PositiveFloat, Field(le=MAX_REQUESTS_PER_S)] | None = None
     """Peak arrival rate of requests (open loop). Give this or `concurrent_users`."""
     concurrent_users: Annotated[PositiveInt, Field(le=MAX_CONCURRENT_USERS)] | None = None
-    """Peak number of requests in flight at once (closed loop: each user waits for its answer)."""
+    """Peak number of users online at once (closed loop: each user waits for its answer, then `think_time_s`
+    before the next request). With the default think time of 0 every user has a request in flight."""
+    think_time_s: Annotated[float, Field(ge=0, le=MAX_THINK_TIME_S)] = 0.0
+    """Seconds a user spends reading and typing between receiving an answer and sending the next request (only
+    with `concurrent_users`). Requests in flight = users x E2E / (think + E2E), arrival rate = users / (think +
+    E2E). 0 = every user always has a request in flight (the most demanding reading of `concurrent_users`)."""
     prompt_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] = 512
     """Average prompt length in tokens (system prompt and history included)."""
     output_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] = 256
@@ -163,6 +170,10 @@ class TrafficSpec(_Strict):
                 "concurrent_users",
                 "give only one of `peak_requests_per_s` (open loop) and `concurrent_users` (closed loop), not both",
             )
+        if self.think_time_s and self.concurrent_users is None:
+            raise conflict("think_time_s", "a think time needs `concurrent_users` (closed loop: users who read and "
+                           "type between requests); with `peak_requests_per_s` the arrival rate already counts it, "
+                           "so remove think_time_s")
         if self.max_context_tokens is not None and self.max_context_tokens < self.prompt_tokens + self.output_tokens:
             raise conflict(
                 "max_context_tokens",

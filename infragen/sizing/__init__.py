@@ -219,7 +219,8 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     gpus_per_replica = lay.tp * lay.pp if lay.engine == "vllm" else 0
     peak = t.peak_requests_per_s
     cap_total = est.requests_per_s * s.replicas
-    util = (peak / cap_total) if peak else (t.concurrent_users or 0) / (s.batch * s.replicas)
+    in_flight, arrival = _load_at_peak(spec, est.e2e_ms / 1000.0)
+    util = (peak / cap_total) if peak else in_flight / (s.batch * s.replicas)
     explanation = [
         f"{s.replicas} replica(s) of {model.display_name or model.id} ({lay.precision}, {lay.engine}, "
         f"tp={lay.tp} pp={lay.pp}) on {c.nodes} x {inst.id} in {c.region}: the cheapest of "
@@ -227,8 +228,9 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         f"Each replica runs batches of up to {s.batch}: the largest meeting the SLOs "
         f"(TTFT {est.ttft_ms:.0f} ms, TPOT {est.tpot_ms:.1f} ms at peak, ±{est.relative_uncertainty:.0%}).",
         (f"Peak {peak:g} requests/s over {s.replicas} replicas of {est.requests_per_s:.2f} requests/s each "
-         f"(utilisation {util:.0%}, cap {queueing.RHO_MAX:.0%})." if peak else
-         f"{t.concurrent_users} concurrent users over {s.replicas} replicas of batch {s.batch}."),
+         f"(utilisation {util:.0%}, cap {queueing.RHO_MAX:.0%})." if peak else _users_sentence(spec, s.replicas,
+                                                                                               s.batch, in_flight,
+                                                                                               arrival)),
         context.why,
     ]
     if lay.replicas_per_node > 1:
@@ -289,7 +291,8 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                               capacity_requests_per_s=round(est.requests_per_s, 4),
                               output_tokens_per_s=round(total_out_tps, 1), utilisation=round(util, 3),
                               relative_uncertainty=est.relative_uncertainty,
-                              queueing_method=queueing.METHOD_QPS if peak else queueing.METHOD_USERS),
+                              queueing_method=_queueing_method(spec),
+                              in_flight_requests=round(in_flight, 3), arrival_requests_per_s=round(arrival, 4)),
         cost=CostPlan(pricing=spec.pricing, usd_per_hour=round(c.usd_per_hour or 0.0, 4),
                       usd_per_month=round((c.usd_per_hour or 0.0) * HOURS_PER_MONTH, 2),
                       on_demand_usd_per_month=None if c.on_demand_usd_per_hour is None
@@ -301,6 +304,31 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         explanation=explanation, warnings=warnings, alternatives=explain.alternatives(c, result), bootstrap=boot,
         scaling=scaling, spot=floor,
     )
+
+
+def _load_at_peak(spec: WorkloadSpec, e2e_s: float) -> tuple[float, float]:
+    """(mean requests in flight, arrival requests/s) over the whole deployment at peak, at latency `e2e_s`."""
+    t = spec.traffic
+    if t.peak_requests_per_s is not None:
+        return t.peak_requests_per_s * e2e_s, t.peak_requests_per_s  # Little's law
+    users = float(t.concurrent_users or 0)
+    return queueing.in_flight(users, e2e_s, t.think_time_s), queueing.arrival_rate(users, e2e_s, t.think_time_s)
+
+
+def _queueing_method(spec: WorkloadSpec) -> str:
+    t = spec.traffic
+    if t.peak_requests_per_s is not None:
+        return queueing.METHOD_QPS
+    return queueing.METHOD_USERS_THINK if t.think_time_s > 0 else queueing.METHOD_USERS
+
+
+def _users_sentence(spec: WorkloadSpec, replicas: int, batch: int, in_flight: float, arrival: float) -> str:
+    t = spec.traffic
+    if t.think_time_s <= 0:
+        return f"{t.concurrent_users} concurrent users over {replicas} replicas of batch {batch}."
+    return (f"{t.concurrent_users} concurrent users who think {t.think_time_s:g} s between requests: "
+            f"{in_flight:.1f} requests in flight and {arrival:.2f} requests/s at peak (users x E2E / (think + E2E) "
+            f"and users / (think + E2E)) over {replicas} replica(s) of batch {batch}.")
 
 
 def _scaling(spec: WorkloadSpec, c: Candidate, capacity_requests_per_s: float,

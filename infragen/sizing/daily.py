@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from infragen.plan import BootPlan, ScalingPlan
+from infragen.sizing import queueing
 from infragen.sizing.queueing import RHO_MAX
 from infragen.sizing.resources import BootTime
 from infragen.spec import HOURS_PER_DAY, TrafficSpec
@@ -56,7 +57,11 @@ def shape_for(traffic: TrafficSpec, *, capacity_requests_per_s: float, batch: in
     if traffic.peak_requests_per_s is not None:
         return ReplicaShape(RHO_MAX * capacity_requests_per_s, RHO_MAX * capacity_requests_per_s, min_replicas,
                             nodes_per_replica, replicas_per_node)
-    return ReplicaShape(float(batch), capacity_requests_per_s, min_replicas, nodes_per_replica, replicas_per_node)
+    # Closed loop: users per replica; with think time a replica of `batch` serves batch x (think + E2E) / E2E users,
+    # E2E = batch / capacity (Little's law).
+    users = queueing.users_per_replica(batch, batch / capacity_requests_per_s if capacity_requests_per_s > 0
+                                       else 0.0, traffic.think_time_s)
+    return ReplicaShape(users, capacity_requests_per_s, min_replicas, nodes_per_replica, replicas_per_node)
 
 
 def select_scaling(traffic: TrafficSpec, shape: ReplicaShape, boot: BootTime, *,

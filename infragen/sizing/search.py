@@ -216,8 +216,18 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
                       miss=_slo_miss(spec, first), first=first)
     batch = best.concurrency
     if t.concurrent_users is not None:
-        replicas = queueing.replicas_for_users(t.concurrent_users, batch, spec.min_replicas)
-        at_peak = run(min(batch, math.ceil(t.concurrent_users / replicas)))
+        replicas = queueing.replicas_for_users(t.concurrent_users, batch, spec.min_replicas,
+                                               e2e_s=best.e2e_ms / 1000.0, think_time_s=t.think_time_s)
+        runs: dict[int, Estimate] = {batch: best}
+
+        def e2e_s_at(b: int) -> float:
+            if b not in runs:
+                runs[b] = run(b)
+            return runs[b].e2e_ms / 1000.0
+
+        in_flight = queueing.closed_loop_batch(t.concurrent_users / replicas, t.think_time_s, batch, e2e_s_at)
+        e2e_s_at(in_flight)
+        at_peak = runs[in_flight]
     else:
         assert t.peak_requests_per_s is not None
         replicas = queueing.replicas_for_rate(t.peak_requests_per_s, best.requests_per_s, spec.min_replicas)
