@@ -138,7 +138,13 @@ def _concurrency(value: str) -> int | None:
               help="Serving engine (default: vllm with GPUs, llama.cpp without).")
 @click.option("--input-len", type=int, required=True, help="Prompt tokens per request.")
 @click.option("--output-len", type=int, required=True, help="Generated tokens per request.")
-@click.option("--concurrency", "concurrency_text", required=True, help="Concurrent requests, or 'max'.")
+@click.option("--concurrency", "concurrency_text", default=None, help="Concurrent requests, or 'max' (closed loop).")
+@click.option("--rate", "rate_per_s", type=float, default=None,
+              help="Poisson arrivals, requests/s (open loop; instead of --concurrency, vLLM only).")
+@click.option("--max-num-seqs", type=int, default=None,
+              help="With --rate: vLLM --max-num-seqs (default: vLLM 0.34's for the GPU).")
+@click.option("--max-num-batched-tokens", type=int, default=None,
+              help="With --rate: vLLM --max-num-batched-tokens (default: vLLM 0.34's for the GPU).")
 @click.option("--max-model-len", type=int, default=None, help="vLLM --max-model-len to check (default: largest).")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @click.option("--calibration", "calibration_file", type=click.Path(path_type=Path), default=None,
@@ -158,14 +164,23 @@ def estimate(
     engine: str | None,
     input_len: int,
     output_len: int,
-    concurrency_text: str,
+    concurrency_text: str | None,
+    rate_per_s: float | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
     max_model_len: int | None,
     gpu_memory_utilization: float,
     calibration_file: Path | None,
     fmt: str,
 ) -> None:
     """Predict what vLLM or llama.cpp does with one model on one machine under one load."""
-    concurrency = _concurrency(concurrency_text)
+    if (concurrency_text is None) == (rate_per_s is None):
+        raise InputError("give exactly one of --concurrency N|max (requests in flight) or --rate R (requests/s)")
+    if rate_per_s is None and (max_num_seqs is not None or max_num_batched_tokens is not None):
+        raise InputError("--max-num-seqs and --max-num-batched-tokens go with --rate")
+    if rate_per_s is not None and not (0 < rate_per_s < float("inf")):
+        raise InputError(f"--rate must be a positive number of requests/s (got {rate_per_s})")
+    concurrency = _concurrency(concurrency_text) if concurrency_text is not None else None
     from infragen.catalog.models import resolve_model
     from infragen.sizing.estimate import estimate as run_estimate
 
@@ -180,6 +195,18 @@ def estimate(
         factors = calibration_factors(calibration_file, hardware, engine)
     if tp is None:
         tp = max(1, hardware.gpu_count * nodes // pp) if engine == "vllm" else 1
+    if rate_per_s is not None:
+        from infragen.cli.rate_output import rate_estimate
+
+        if engine != "vllm":
+            raise InputError("--rate models vLLM's scheduler (chunked prefill, batch slots); for llama.cpp use "
+                             "--concurrency")
+        rate_estimate(model, hardware, rate_per_s, fmt, precision=precision, kv_cache_dtype=kv_cache_dtype, tp=tp,
+                      pp=pp, nodes=nodes, input_len=input_len, output_len=output_len, max_model_len=max_model_len,
+                      gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
+                      max_num_batched_tokens=max_num_batched_tokens, decode_factor=factors[0],
+                      prefill_factor=factors[1])
+        return
     result = run_estimate(
         model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,
         nodes=nodes, input_len=input_len, output_len=output_len, concurrency=concurrency,

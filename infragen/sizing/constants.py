@@ -108,6 +108,30 @@ class UncertaintyBand(_Frozen):
     """How the band was derived."""
 
 
+class SchedulerTier(_Frozen):
+    """One row of vLLM's batch defaults: GPUs with at least this much memory (and not excepted) get these."""
+
+    min_gpu_memory_gib: float = Field(ge=0)
+    """Smallest total memory of one GPU, GiB, for this tier."""
+    except_gpus: list[str] = []
+    """Accelerator ids vLLM keeps out of this tier whatever their memory."""
+    max_num_seqs: int = Field(gt=0)
+    """Default --max-num-seqs of `vllm serve` on such a GPU."""
+    max_num_batched_tokens: int = Field(gt=0)
+    """Default --max-num-batched-tokens of `vllm serve` on such a GPU."""
+
+
+class SchedulerDefaults(_Frozen):
+    """What `vllm serve` batches by default when the flags are not given (first matching tier wins)."""
+
+    engine_version: str
+    """The vLLM release these were read from."""
+    tiers: list[SchedulerTier]
+    """Tiers in the order vLLM tests them."""
+    source: str
+    """Where in the release they were read."""
+
+
 class PerformanceConstants(_Frozen):
     """Everything in performance.yaml."""
 
@@ -129,6 +153,8 @@ class PerformanceConstants(_Frozen):
     """vLLM predictions are capped at this factor over the TensorRT-LLM-engine prediction."""
     uncertainty: dict[str, UncertaintyBand]
     """Bands per regime."""
+    vllm_scheduler_defaults: SchedulerDefaults
+    """`vllm serve` batch defaults per GPU (what `estimate --rate` assumes unless told)."""
 
 
 #: Constants used instead of the file while a fit is running (benchmarks/accuracy.py --fit); empty otherwise.

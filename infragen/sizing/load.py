@@ -1,0 +1,255 @@
+"""Open-loop load model: one replica receiving Poisson arrivals, served by continuous batching with chunked prefill.
+
+Pure arithmetic on a step-time function (performance.token_step_s for vLLM); knows nothing of GPUs, SLOs or
+replicas. The running batch is the fixed point of Little's law, TTFT percentiles come from the queueing terms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+#: step_s(decode_seqs, decode_ctx_tokens, prefill_tokens, prefill_ctx_tokens) -> seconds of one engine step.
+StepFn = Callable[[float, float, float, float], float]
+
+#: Squared coefficient of variation of the time a request holds a batch slot. Requests of one workload still
+#: differ in output length; 1.0 is an exponential spread (ShareGPT-like outputs), the conservative choice
+#: for the Allen-Cunneen M/G/c correction (assumption, not a measurement).
+SLOT_SERVICE_CV2 = 1.0
+#: Prompts of a workload are taken as one length: deterministic prefill work (M/D/1 for the token budget).
+PREFILL_SERVICE_CV2 = 0.0
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """The engine's batching limits for one replica."""
+
+    slots: int
+    """Requests that can run at once: max_num_seqs, or fewer when the KV cache holds fewer."""
+    max_num_batched_tokens: int
+    """Tokens one step may carry (decode tokens count one each; prefill chunks fill the rest)."""
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One replica at one arrival rate (every time in seconds)."""
+
+    rate_per_s: float
+    stable: bool
+    """False when the rate exceeds capacity: the queue grows without bound and the latencies are meaningless."""
+    running_batch: float
+    """Mean requests holding a batch slot (prefilling or decoding): n = rate x time in the batch."""
+    slot_utilisation: float
+    """running_batch / slots."""
+    prefill_utilisation: float
+    """Share of the step token budget the arriving prompts need."""
+    prefill_tokens_per_step: float
+    """Mean prompt tokens a step carries (chunked prefill mixed into decode steps)."""
+    tpot_s: float
+    """Mean step time with the running batch decoding and the arriving prompts' chunks mixed in."""
+    prefill_service_s: float
+    """Steps that carry a request's own prompt, up to its first token (no waiting)."""
+    slot_wait_probability: float
+    """Erlang C: probability an arrival finds every slot taken."""
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    e2e_mean_s: float
+    e2e_p99_s: float
+    """TTFT p99 plus the output's decode steps (the workload's output length is one figure)."""
+
+    @property
+    def utilisation(self) -> float:
+        return max(self.slot_utilisation, self.prefill_utilisation)
+
+    def ttft_quantile_s(self, q: float) -> float:
+        return {0.5: self.ttft_p50_s, 0.9: self.ttft_p90_s, 0.99: self.ttft_p99_s}[q]
+
+
+@dataclass(frozen=True)
+class _Steady:
+    n: float
+    tpot: float
+    """Mean time between a decoding request's tokens: decode-only steps and the steps that carry a prompt chunk."""
+    tau_decode: float
+    tau_chunk: float
+    chunks: int
+    prefill_busy: float
+    """Share of time spent in steps that carry a prompt chunk (the token budget's utilisation)."""
+    s_pf: float
+    wait_pf: float
+    time_in_batch: float
+
+
+def _steady(step: StepFn, rate: float, n: float, input_len: int, output_len: int, budget: int) -> _Steady:
+    """Step times and time in the batch when `n` requests hold slots at arrival rate `rate`.
+
+    Prompts arrive whole, so a step carries either no prompt or a chunk of one (up to the budget left after the
+    decode tokens): prefill is lumpy, and the decode tokens riding in a chunk's step wait for its compute. A prompt
+    needs `chunks` such steps, `prefill_busy` = rate x chunks x tau_chunk of the time; every step advances each
+    running request by one token, so a request's decode time is its own decode steps plus the extra length of
+    the chunk steps of the prompts that arrive (or wait) meanwhile.
+    """
+    ctx = input_len + output_len / 2.0
+    room = max(budget - n, 1.0)
+    chunks = math.ceil(input_len / room)
+    tau_d = step(n, ctx, 0.0, 0.0)
+    tau_c = step(n, ctx, input_len / chunks, input_len / 2.0)
+    busy = rate * chunks * tau_c
+    s_pf = chunks * tau_c
+    if busy >= 1.0:
+        return _Steady(n, math.inf, tau_d, tau_c, chunks, busy, s_pf, math.inf, math.inf)
+    # Prompt steps queue one after the other (M/D/1 on the token budget): the mean wait before a prompt's first
+    # chunk, and the prompts a request leaves queued behind its own when it starts decoding (mean number in an
+    # M/D/1 system), whose steps its first tokens ride in.
+    wait_pf = busy * s_pf / (2.0 * (1.0 - busy))
+    left_behind = busy + busy * busy / (2.0 * (1.0 - busy))
+    extra = chunks * (tau_c - tau_d)
+    # Each prompt arriving while this request decodes adds `extra`; so does each one queued when it starts.
+    decode_s = ((output_len - 1) * tau_d + left_behind * extra) / max(1.0 - rate * extra, 1e-9)
+    tpot = decode_s / max(output_len - 1, 1) if output_len > 1 else tau_d / max(1.0 - rate * extra, 1e-9)
+    return _Steady(n, tpot, tau_d, tau_c, chunks, busy, s_pf, wait_pf, wait_pf + s_pf + decode_s)
+
+
+def _little(step: StepFn, rate: float, input_len: int, output_len: int, sched: Scheduler) -> _Steady | None:
+    """Smallest n with n = rate x time_in_batch(n) below the slots, or None when none (over capacity)."""
+    budget = sched.max_num_batched_tokens
+
+    def gap(n: float) -> float:
+        st = _steady(step, rate, n, input_len, output_len, budget)
+        return math.inf if st.prefill_busy >= 1.0 else rate * st.time_in_batch - n
+
+    hi = float(sched.slots)
+    if gap(hi) > 0:
+        return None
+    lo = 0.0
+    # time_in_batch grows about linearly with n: one crossing, found by bisection to 0.1 %.
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        if gap(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-3 * max(hi, 1e-3):
+            break
+    return _steady(step, rate, hi, input_len, output_len, budget)
+
+
+def erlang_c(servers: int, offered: float) -> float:
+    """Probability of waiting in M/M/c with `servers` and offered load `offered` (< servers); stable recursion."""
+    if offered <= 0:
+        return 0.0
+    if offered >= servers:
+        return 1.0
+    b = 1.0
+    for k in range(1, servers + 1):
+        b = offered * b / (k + offered * b)
+    return servers * b / (servers - offered * (1.0 - b))
+
+
+def _wait_cdf(x: float, waits: tuple[tuple[float, float], ...]) -> float:
+    """P(sum of independent waits <= x); each wait is 0 with probability 1 - a, else exponential of mean theta."""
+    if x < 0:
+        return 0.0
+    (a1, t1), (a2, t2) = waits
+
+    def exp_cdf(t: float) -> float:
+        return 1.0 - math.exp(-x / t) if t > 0 else 1.0
+
+    if abs(t1 - t2) <= 1e-9 * max(t1, t2, 1e-12):
+        both = 1.0 - math.exp(-x / t1) * (1.0 + x / t1) if t1 > 0 else 1.0
+    else:
+        both = 1.0 - (t1 * math.exp(-x / t1) - t2 * math.exp(-x / t2)) / (t1 - t2)
+    return (1 - a1) * (1 - a2) + a1 * (1 - a2) * exp_cdf(t1) + (1 - a1) * a2 * exp_cdf(t2) + a1 * a2 * both
+
+
+#: Midpoints over which the residual of the step in progress (uniform on [0, tau]) is averaged.
+_RESIDUAL_POINTS = 16
+
+
+def _ttft_cdf(t: float, s_pf: float, busy: float, tau: float, waits: tuple[tuple[float, float], ...]) -> float:
+    """P(TTFT <= t): own prefill steps + the step in progress (when busy) + waits for the token budget and a slot."""
+    x = t - s_pf
+    if x < 0:
+        return 0.0
+    idle = (1.0 - busy) * _wait_cdf(x, waits)
+    residual = sum(_wait_cdf(x - (i + 0.5) / _RESIDUAL_POINTS * tau, waits) for i in range(_RESIDUAL_POINTS))
+    return idle + busy * residual / _RESIDUAL_POINTS
+
+
+def _quantile(q: float, s_pf: float, busy: float, tau: float, waits: tuple[tuple[float, float], ...]) -> float:
+    lo, hi = s_pf, s_pf + tau + 1e-9
+    while _ttft_cdf(hi, s_pf, busy, tau, waits) < q:
+        hi = s_pf + 2.0 * (hi - s_pf)
+    for _ in range(50):
+        mid = (lo + hi) / 2.0
+        if _ttft_cdf(mid, s_pf, busy, tau, waits) < q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-4 * hi:
+            break
+    return hi
+
+
+def _unstable(rate: float, sched: Scheduler) -> LoadPoint:
+    inf = math.inf
+    return LoadPoint(rate, False, float(sched.slots), 1.0, 1.0, 0.0, inf, inf, 1.0, inf, inf, inf, inf, inf, inf)
+
+
+def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: int, sched: Scheduler,
+                  slot_service_cv2: float = SLOT_SERVICE_CV2) -> LoadPoint:
+    """One replica under Poisson arrivals at `rate_per_s`: running batch, TPOT and TTFT percentiles.
+
+    TTFT = own prefill steps + a wait for the prompt steps queued ahead (M/D/1: prompts served one after the
+    other in chunk steps, which includes the rest of one in progress) + the rest of a decode step in progress +
+    a wait for a batch slot (M/G/c, Erlang C with the Allen-Cunneen correction). Each wait is an atom at zero
+    plus an exponential tail; the percentiles of the sum are solved from its CDF. `slot_service_cv2` is the
+    squared coefficient of variation of the time a request holds a slot (0: every request the same length).
+    """
+    if rate_per_s <= 0:
+        raise ValueError("rate must be positive")
+    st = _little(step, rate_per_s, input_len, output_len, sched)
+    if st is None:
+        return _unstable(rate_per_s, sched)
+    rho_p = st.prefill_busy
+    theta_p = st.s_pf * (1.0 + PREFILL_SERVICE_CV2) / (2.0 * (1.0 - rho_p))
+    c = sched.slots
+    p_wait = erlang_c(c, st.n)
+    theta_s = st.time_in_batch / (c - st.n) * (1.0 + slot_service_cv2) / 2.0
+    waits = ((rho_p, theta_p), (p_wait, theta_s))
+    # An arrival finds a decode-only step running when the batch is not empty (M/G/inf: 1 - e^-n) and no prompt
+    # step is in progress (those are in the M/D/1 wait).
+    busy = (1.0 - math.exp(-st.n)) * (1.0 - rho_p)
+    mean = st.s_pf + busy * st.tau_decode / 2.0 + rho_p * theta_p + p_wait * theta_s
+    p50, p90, p99 = (_quantile(q, st.s_pf, busy, st.tau_decode, waits) for q in (0.5, 0.9, 0.99))
+    decode = (output_len - 1) * st.tpot
+    return LoadPoint(
+        rate_per_s=rate_per_s, stable=True, running_batch=st.n, slot_utilisation=st.n / c,
+        prefill_utilisation=rho_p, prefill_tokens_per_step=rate_per_s * input_len * st.tpot, tpot_s=st.tpot,
+        prefill_service_s=st.s_pf, slot_wait_probability=p_wait, ttft_mean_s=mean, ttft_p50_s=p50,
+        ttft_p90_s=p90, ttft_p99_s=p99, e2e_mean_s=mean + decode, e2e_p99_s=p99 + decode,
+    )
+
+
+def capacity_per_s(step: StepFn, input_len: int, output_len: int, sched: Scheduler) -> float:
+    """The arrival rate at which the replica saturates (slots full or prompt steps taking all the time), req/s."""
+    def stable(rate: float) -> bool:
+        return _little(step, rate, input_len, output_len, sched) is not None
+
+    full = _steady(step, 0.0, float(sched.slots), input_len, output_len, sched.max_num_batched_tokens)
+    hi = sched.slots / full.time_in_batch * 1.5
+    lo = 0.0
+    while stable(hi):
+        lo, hi = hi, hi * 2.0
+    for _ in range(40):
+        mid = (lo + hi) / 2.0
+        if stable(mid):
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 2e-3 * hi:
+            break
+    return lo

@@ -1,0 +1,133 @@
+"""One vLLM replica under an arrival rate: estimate()'s memory answer plus the open-loop load model (load.py).
+
+Builds the step function and the scheduler limits (the plan's flags, or `vllm serve`'s defaults for the GPU from
+performance.yaml) and evaluates rates; no SLO policy here (search.py) and no printing (cli).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from infragen.architecture import ModelArchitecture
+from infragen.catalog.records import Accelerator
+from infragen.errors import InputError
+from infragen.sizing.constants import load_constants
+from infragen.sizing.estimate import estimate
+from infragen.sizing.load import LoadPoint, Scheduler, StepFn, capacity_per_s, serve_at_rate
+from infragen.sizing.memory import max_sequences, vllm_memory, vllm_profile_tokens
+from infragen.sizing.performance import (
+    MANY_EXPERT_MOE_REGIME,
+    gpu_figures,
+    gpu_setup,
+    steady_state,
+    token_step_s,
+)
+from infragen.sizing.types import Estimate, Hardware
+from infragen.sizing.uncertainty import relative_band
+
+
+def vllm_default_scheduler(acc: Accelerator, memory_per_gpu_gib: float) -> tuple[int, int, str]:
+    """(max_num_seqs, max_num_batched_tokens, source) `vllm serve` picks on this GPU when not told."""
+    d = load_constants().vllm_scheduler_defaults
+    for tier in d.tiers:
+        if memory_per_gpu_gib >= tier.min_gpu_memory_gib and acc.id not in tier.except_gpus:
+            return tier.max_num_seqs, tier.max_num_batched_tokens, f"vLLM {d.engine_version} defaults"
+    raise InputError(f"no vLLM batch-default tier matches {acc.id}")  # the last tier has no minimum: data error
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    """A fitted replica ready to be asked about arrival rates."""
+
+    base: Estimate
+    """estimate() at the largest batch: memory, max_concurrency (the KV-limited slots), notes."""
+    step: StepFn
+    scheduler: Scheduler
+    scheduler_source: str
+    input_len: int
+    output_len: int
+    _regime_setup: object
+
+    def at(self, rate_per_s: float) -> LoadPoint:
+        return serve_at_rate(self.step, rate_per_s, self.input_len, self.output_len, self.scheduler)
+
+    def capacity_per_s(self) -> float:
+        return _capacity(self.step, self.input_len, self.output_len, self.scheduler)
+
+    def regime(self, running_batch: float) -> str:
+        """The error regime at this running batch (what the uncertainty band and quantiles are read for)."""
+        if self.base.regime in ("gpu-multi-node", MANY_EXPERT_MOE_REGIME):
+            return self.base.regime
+        bound = steady_state(self._regime_setup, self.input_len, self.output_len,  # type: ignore[arg-type]
+                             max(1, round(running_batch))).compute_bound
+        return "gpu-decode-compute-bound" if bound else "gpu-decode-memory-bound"
+
+
+@lru_cache(maxsize=1024)
+def _capacity(step: StepFn, input_len: int, output_len: int, sched: Scheduler) -> float:
+    return capacity_per_s(step, input_len, output_len, sched)
+
+
+def prepare_load(
+    model: ModelArchitecture, hardware: Hardware, *, precision: str, kv_cache_dtype: str = "auto", tp: int = 1,
+    pp: int = 1, nodes: int = 1, input_len: int, output_len: int, max_model_len: int | None = None,
+    gpu_memory_utilization: float = 0.9, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+    plan_flags: bool = False, decode_factor: float = 1.0, prefill_factor: float = 1.0,
+) -> LoadModel | Estimate:
+    """The load model of one vLLM replica, or estimate()'s answer when it does not fit.
+
+    Scheduler limits: the given ones; else with `plan_flags` what infragen's plans render (engine_args:
+    --max-num-batched-tokens = the profile batch, --max-num-seqs = the slots); else `vllm serve`'s defaults.
+    """
+    base = estimate(model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine="vllm", tp=tp,
+                    pp=pp, nodes=nodes, input_len=input_len, output_len=output_len, concurrency=None,
+                    max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                    decode_factor=decode_factor, prefill_factor=prefill_factor)
+    if not base.fits:
+        return base
+    acc = hardware.accelerator
+    assert acc is not None  # estimate() refuses vLLM without GPUs
+    c = load_constants()
+    kv_slots = max_sequences(model, base.kv_cache_capacity_tokens, input_len + output_len,
+                             c.vllm_memory.block_size_tokens)
+    if plan_flags:
+        seqs, budget = base.max_concurrency, vllm_profile_tokens(model, max_model_len)
+        source = "infragen's plan flags"
+    else:
+        seqs, budget, source = vllm_default_scheduler(acc, hardware.memory_per_gpu_gib)
+    seqs = max_num_seqs or seqs
+    budget = max_num_batched_tokens or budget
+    if seqs < 1 or budget < 1:
+        raise InputError(f"max_num_seqs and max_num_batched_tokens must be >= 1 (got {seqs}, {budget})")
+    slots = min(seqs, kv_slots)
+    m = vllm_memory(model, hardware.memory_per_gpu_gib, precision, base.kv_cache_dtype, tp, pp,
+                    gpu_memory_utilization, profile_tokens=vllm_profile_tokens(model, max_model_len))
+    setup = gpu_setup(model, gpu_figures(acc), precision, m.kv_bytes_per_token_gpu, "vllm", tp, pp, nodes)
+    notes = list(base.notes)
+    if slots < seqs:
+        notes.append(f"the KV cache holds {slots} requests of {input_len} + {output_len} tokens "
+                     f"(max_num_seqs {seqs})")
+    return LoadModel(replace(base, notes=tuple(notes)), _step_fn(setup, decode_factor, prefill_factor),
+                     Scheduler(slots, budget), source, input_len, output_len, setup)
+
+
+@lru_cache(maxsize=1024)
+def _step_fn(setup: object, decode_factor: float, prefill_factor: float) -> StepFn:
+    """token_step_s of the setup, its decode part and its prompt part scaled by a calibration profile's factors.
+
+    Cached so that equal setups share one function (capacity is cached on it)."""
+    def step(n: float, ctx: float, p: float, pctx: float) -> float:
+        full = token_step_s(setup, n, ctx, p, pctx)  # type: ignore[arg-type]
+        if decode_factor == 1.0 and prefill_factor == 1.0:
+            return full
+        decode = token_step_s(setup, n, ctx, 0.0, 0.0)  # type: ignore[arg-type]
+        return decode / decode_factor + (full - decode) / prefill_factor
+
+    return step
+
+
+def band_for(load: LoadModel, point: LoadPoint) -> tuple[str, float]:
+    """(regime, relative band) of a load point."""
+    regime = load.regime(point.running_batch)
+    return regime, relative_band(regime)
