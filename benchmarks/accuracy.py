@@ -32,7 +32,6 @@ from infragen.sizing.memory import (
     gguf_weight_bytes,
     param_groups,
     vllm_memory,
-    vllm_profile_tokens,
     weight_bytes_per_gpu,
 )
 from infragen.sizing.performance import (
@@ -44,7 +43,7 @@ from infragen.sizing.performance import (
     steady_state,
     token_step_s,
 )
-from infragen.sizing.types import Hardware
+from infragen.sizing.types import Estimate, Hardware
 from infragen.units import GIB
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -323,8 +322,9 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     """estimate() for one vLLM >= 0.6 row; server settings from 'gpu_memory_utilization=X max_model_len=N' and
     'kv_cache_dtype=fp8' in notes (no kv_cache_dtype: vLLM's auto, the checkpoint dtype).
 
-    Rows tagged '[check: prefix-cached]' ran with the prompts already in vLLM's prefix cache (almost no prefill):
-    their note carries the model's decode-only step (same setup, one recomputed prompt token per new request).
+    Rows tagged '[check: prefix-cached]' ran with the prompts already in vLLM's prefix cache (~400 of 401 tokens):
+    they are predicted with prefix_cache_hit_rate 1 (every full block cached, the last token recomputed) and their
+    note carries the prediction without that credit.
     Quantized, MoE and fp8-KV rows get their own group and regime (check_regime), so the dense BF16 figures and
     the check-vllm-current band stay what they were.
     """
@@ -338,25 +338,29 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     kv = re.search(r"\bkv_cache_dtype=(fp8|bf16|fp16|auto)\b", notes)
     prec = precision_of(row["precision"], acc.id)
     inp, out = int(row["input_len"]), int(row["output_len"])
-    est = estimate(model, hw, precision=prec, kv_cache_dtype=kv[1] if kv else "auto", tp=tp, pp=pp, input_len=inp,
-                   output_len=out, concurrency=conc, max_model_len=mml, gpu_memory_utilization=util)
+    tag = re.search(r"\[check: ([^\]]+)\]", notes)
+    cached = bool(tag and tag[1] == "prefix-cached")
+
+    def run(hit_rate: float) -> Estimate:
+        return estimate(model, hw, precision=prec, kv_cache_dtype=kv[1] if kv else "auto", tp=tp, pp=pp,
+                        input_len=inp, output_len=out, concurrency=conc, max_model_len=mml,
+                        gpu_memory_utilization=util, prefix_cache_hit_rate=hit_rate)
+
+    def figure(e: Estimate) -> float:
+        return {"output_tokens_per_s": e.output_tokens_per_s, "ttft_ms": e.ttft_ms, "tpot_ms": e.tpot_ms}[metric]
+
+    est = run(1.0 if cached else 0.0)
     if not est.fits:
         return f"{rid}: {est.reason}"
-    pred = {"output_tokens_per_s": est.output_tokens_per_s, "ttft_ms": est.ttft_ms, "tpot_ms": est.tpot_ms}[metric]
-    tag = re.search(r"\[check: ([^\]]+)\]", notes)
+    pred = figure(est)
     label = check_regime(model, acc, prec, est.kv_cache_dtype)
     inner = ", ".join(x for x in (label, tag[1] if tag else "") if x)
     group = f"{CURRENT_VLLM_GROUP}, {inner})" if inner else f"{CURRENT_VLLM_GROUP})"
     regime = f"{CURRENT_VLLM_REGIME}-{label.lower().replace(' ', '-')}" if label else CURRENT_VLLM_REGIME
     note = f"{acc.id} batch {est.concurrency} ({est.regime})"
-    if tag and tag[1] == "prefix-cached":
-        mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, est.kv_cache_dtype, tp, pp, util,
-                          profile_tokens=vllm_profile_tokens(model, mml))
-        setup = gpu_setup(model, gpu_figures(acc), prec, mem.kv_bytes_per_token_gpu, "vllm", tp, pp, 1)
-        c = est.concurrency
-        step = token_step_s(setup, c, inp + out / 2.0, c / out, 0.5)
-        decode_only = c / step if metric == "output_tokens_per_s" else step * 1e3
-        note += f"; decode-only model {decode_only:.2f} ({decode_only / measured - 1:+.0%})"
+    if cached:
+        cold = figure(run(0.0))
+        note += f"; without the prefix-cache credit {cold:.2f} ({cold / measured - 1:+.0%})"
     return Outcome(rid, group, metric, measured, pred, regime, note)
 
 

@@ -111,6 +111,14 @@ class TrafficSpec(_Strict):
     """Average prompt length in tokens (system prompt and history included)."""
     output_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] = 256
     """Average generated tokens per request."""
+    prefix_cache_hit_rate: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Share of prompt tokens already in vLLM's prefix cache when a request arrives (a system prompt every request
+    shares, earlier turns of the same conversation), 0 to 1. Credited in prefill only: TTFT and the prefill work
+    mixed into decode steps count the uncached tokens (whole 16-token blocks; the last prompt token is always
+    computed). Not credited in KV memory: a hit rate cannot tell a prefix all requests share (held once) from each
+    user's own history (held per user, and longer while they think). Above 0 the plan passes
+    `--enable-prefix-caching` (vLLM 0.34's default for decoder models) so the credit never rests on a default.
+    0 = nothing credited. llama.cpp plans do not credit it."""
     max_context_tokens: Annotated[PositiveInt, Field(le=MAX_TOKENS)] | None = None
     """Longest prompt + output a single request may use (vLLM max_model_len); None = the model's trained context
     (without YaRN scaling), capped by what the KV cache holds at the planned batch: one request of that length beside

@@ -149,6 +149,8 @@ def _concurrency(value: str) -> int | None:
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @click.option("--calibration", "calibration_file", type=click.Path(path_type=Path), default=None,
               help="Calibration profile from `infragen calibrate` (same hardware and engine).")
+@click.option("--prefix-cache-hit-rate", type=float, default=0.0, show_default=True,
+              help="Share of prompt tokens already in vLLM's prefix cache (0-1): prefill computes only the rest.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def estimate(
     model_name: str,
@@ -171,6 +173,7 @@ def estimate(
     max_model_len: int | None,
     gpu_memory_utilization: float,
     calibration_file: Path | None,
+    prefix_cache_hit_rate: float,
     fmt: str,
 ) -> None:
     """Predict what vLLM or llama.cpp does with one model on one machine under one load."""
@@ -181,6 +184,12 @@ def estimate(
     if rate_per_s is not None and not (0 < rate_per_s < float("inf")):
         raise InputError(f"--rate must be a positive number of requests/s (got {rate_per_s})")
     concurrency = _concurrency(concurrency_text) if concurrency_text is not None else None
+    if not 0.0 <= prefix_cache_hit_rate <= 1.0:  # also nan
+        raise InputError("--prefix-cache-hit-rate is a share of prompt tokens from 0 to 1 "
+                         f"(got {prefix_cache_hit_rate:g})")
+    if prefix_cache_hit_rate > 0 and rate_per_s is not None:
+        raise InputError("--prefix-cache-hit-rate goes with --concurrency: the --rate load model prefills whole "
+                         "prompts (the cache is not credited there yet)")
     from infragen.catalog.models import resolve_model
     from infragen.sizing.estimate import estimate as run_estimate
 
@@ -211,7 +220,7 @@ def estimate(
         model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,
         nodes=nodes, input_len=input_len, output_len=output_len, concurrency=concurrency,
         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-        decode_factor=factors[0], prefill_factor=factors[1],
+        decode_factor=factors[0], prefill_factor=factors[1], prefix_cache_hit_rate=prefix_cache_hit_rate,
     )
     doc = estimate_document(result, hardware, model.id)
     if fmt == "json":

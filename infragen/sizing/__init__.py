@@ -30,8 +30,11 @@ from infragen.plan import (
     StoragePlan,
 )
 from infragen.sizing import bill, bootstrap, compat_gate, daily, engine_args, explain, queueing, resources, spot
+from infragen.sizing.constants import load_constants
 from infragen.sizing.context import select_model_len
 from infragen.sizing.estimate import (
+    PREFIX_CACHE_NOTE,
+    cached_prompt_tokens,
     estimate,
     estimate_memory,
     hardware_from_gpu,
@@ -168,7 +171,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
             served_name=served, port=spec.port, tp=lay.tp, pp=lay.pp, max_model_len=mml, max_num_seqs=s.batch,
             gpu_memory_utilization=GPU_MEMORY_UTILIZATION, precision=lay.precision,
             checkpoint=compat_gate.checkpoint_kind(spec, model, lay.precision), kv_cache_dtype=spec.kv_cache_dtype,
-            multi_node=lay.nodes_per_replica > 1, model=model)
+            multi_node=lay.nodes_per_replica > 1, model=model, prefix_caching=t.prefix_cache_hit_rate > 0)
         threads = None
         visible = [list(range(i * lay.tp, (i + 1) * lay.tp)) for i in range(lay.replicas_per_node)]
     else:
@@ -206,7 +209,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                         "with `prices:` in the workload or `infragen plan --prices FILE`")
     elif c.price_source.startswith(OVERRIDE_SOURCE):
         warnings.append(f"priced with your own price for {inst.id} in {c.region}, not the catalog's: {c.price_source}")
-    warnings.extend(n for n in est.notes if n not in warnings)
+    warnings.extend(n for n in est.notes if n not in warnings and not n.startswith(PREFIX_CACHE_NOTE))
     targets = _targets_warning(c.cloud, s.replicas)
     if targets:
         warnings.append(targets)
@@ -233,6 +236,8 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                                                                                                arrival)),
         context.why,
     ]
+    if t.prefix_cache_hit_rate > 0:
+        explanation.append(_prefix_sentence(spec, lay.engine))
     if lay.replicas_per_node > 1:
         explanation.append(f"{lay.replicas_per_node} engines share each node, one per group of {lay.tp} GPU(s).")
     idle = inst.gpu_count - lay.tp * lay.replicas_per_node * (lay.pp if lay.nodes_per_replica == 1 else 1)
@@ -313,6 +318,18 @@ def _load_at_peak(spec: WorkloadSpec, e2e_s: float) -> tuple[float, float]:
         return t.peak_requests_per_s * e2e_s, t.peak_requests_per_s  # Little's law
     users = float(t.concurrent_users or 0)
     return queueing.in_flight(users, e2e_s, t.think_time_s), queueing.arrival_rate(users, e2e_s, t.think_time_s)
+
+
+def _prefix_sentence(spec: WorkloadSpec, engine: str) -> str:
+    t = spec.traffic
+    if engine != "vllm":
+        return (f"traffic.prefix_cache_hit_rate {t.prefix_cache_hit_rate:g} is not credited: llama.cpp reuses only "
+                "each slot's own previous prompt.")
+    block = load_constants().vllm_memory.block_size_tokens
+    cached = cached_prompt_tokens(t.prompt_tokens, t.prefix_cache_hit_rate, block)
+    return (f"Prefix cache (traffic.prefix_cache_hit_rate {t.prefix_cache_hit_rate:g}): prefill computes "
+            f"{t.prompt_tokens - cached:,} of {t.prompt_tokens:,} prompt tokens ({cached:,} cached, whole "
+            f"{block}-token blocks); KV memory is not credited; --enable-prefix-caching keeps the cache on.")
 
 
 def _queueing_method(spec: WorkloadSpec) -> str:

@@ -17,12 +17,14 @@ API_KEY_FILE = "/run/infragen/api-key"
 def vllm_argv(
     *, weights: str, served_name: str, port: int, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
     gpu_memory_utilization: float, precision: str, checkpoint: Checkpoint, kv_cache_dtype: str, multi_node: bool,
-    model: ModelArchitecture,
+    model: ModelArchitecture, prefix_caching: bool = False,
 ) -> list[str]:
     """`vllm serve ...` for one replica. `checkpoint` says whether the weights are already quantized: then their
     quantization_config decides the method (no `--quantization`, so an AWQ or compressed-tensors FP8 repo is never
     forced to another one); a 16-bit checkpoint served as fp8 is quantized at load (compat.yaml
-    quantization_flags)."""
+    quantization_flags). `prefix_caching`: the estimate credits prefix-cache hits, so the flag pins the cache on
+    (vLLM 0.34 already enables it for decoder models when the flag is absent: ModelConfig.is_prefix_caching_supported
+    via EngineArgs._set_default_chunked_prefill_and_prefix_caching_args)."""
     argv = ["vllm", "serve", weights, "--served-model-name", served_name, "--host", "0.0.0.0", "--port", str(port),
             "--tensor-parallel-size", str(tp), "--pipeline-parallel-size", str(pp),
             "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
@@ -40,7 +42,9 @@ def vllm_argv(
                 "rope_theta": model.rope_theta}
         argv += ["--hf-overrides", json.dumps({"rope_parameters": rope}, separators=(",", ":"))]
     argv += _batching_flags(model, max_model_len)
-    argv += ["--enable-prefix-caching", "--download-dir", MODEL_DIR]
+    if prefix_caching:
+        argv.append("--enable-prefix-caching")
+    argv += ["--download-dir", MODEL_DIR]
     if multi_node:
         argv += ["--distributed-executor-backend", "ray"]
     _check("vllm", argv)

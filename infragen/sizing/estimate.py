@@ -6,6 +6,8 @@ impossible inputs (tp*pp larger than the GPUs, vLLM on a CPU) raise InputError. 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.compat import architecture_problem, kernel_problem, tp_check, wheel_problem
 from infragen.errors import InputError
@@ -46,6 +48,8 @@ __all__ = [
     "load_hardware_file",
 ]
 
+#: How the note on prefix-cache credit starts (the plan says it in its Why section instead of a warning).
+PREFIX_CACHE_NOTE = "prefix cache"
 #: llama.cpp parallel slots infragen configures at most (a policy default, not a measurement).
 LLAMA_CPP_MAX_SLOTS = 16
 #: Largest batch of TensorRT-LLM's saturation benchmark assumed for the ceiling (trtllm-bench; assumption).
@@ -269,14 +273,20 @@ def estimate(
     gpu_memory_utilization: float = 0.9,
     decode_factor: float = 1.0,
     prefill_factor: float = 1.0,
+    prefix_cache_hit_rate: float = 0.0,
 ) -> Estimate:
     """Memory, latency and throughput of one replica at `concurrency` running requests (None = the max).
 
     decode_factor / prefill_factor come from a calibration profile (sizing/calibration.py): they multiply the
     modelled generation and prompt-processing speeds of this hardware and engine (1 = the model as fitted).
+    prefix_cache_hit_rate: share of prompt tokens vLLM finds in its prefix cache (cached_prompt_tokens says what
+    is credited; llama.cpp: not credited).
     """
     if decode_factor <= 0 or prefill_factor <= 0:
         raise InputError(f"calibration factors must be > 0 (got {decode_factor}, {prefill_factor})")
+    if not 0.0 <= prefix_cache_hit_rate <= 1.0:
+        raise InputError(f"the prefix cache hit rate is a share of prompt tokens in [0, 1] "
+                         f"(got {prefix_cache_hit_rate})")
     if input_len < 1 or output_len < 1:
         raise InputError(f"input and output lengths must be >= 1 (got {input_len} and {output_len})")
     if concurrency is not None and concurrency < 1:
@@ -296,14 +306,23 @@ def estimate(
             f"({limit} limits it)", asked,
         )
     if engine == "llama.cpp":
-        return _estimate_llama_cpp(model, hardware, mem, input_len, output_len, concurrency,
-                                   decode_factor, prefill_factor)
+        est = _estimate_llama_cpp(model, hardware, mem, input_len, output_len, concurrency,
+                                  decode_factor, prefill_factor)
+        if prefix_cache_hit_rate > 0:
+            est = replace(est, notes=(*est.notes, "prefix cache hit rate not credited for llama.cpp (each slot "
+                                      "reuses only its own previous prompt)"))
+        return est
     c = load_constants()
     max_conc = min(c.vllm_memory.max_num_seqs,
                    max_sequences(model, mem.kv_cache_capacity_tokens, seq_len, c.vllm_memory.block_size_tokens))
     if max_conc < 1:
         return _empty_estimate(mem, f"not one request of {seq_len} tokens fits the KV cache", asked)
     notes = list(mem.notes)
+    cached = cached_prompt_tokens(input_len, prefix_cache_hit_rate, c.vllm_memory.block_size_tokens)
+    if prefix_cache_hit_rate > 0:
+        notes.append(f"{PREFIX_CACHE_NOTE}: {cached:,} of {input_len:,} prompt tokens taken as cached (hit rate "
+                     f"{prefix_cache_hit_rate:g} in whole {c.vllm_memory.block_size_tokens}-token blocks, the last "
+                     "prompt token always computed); KV memory not credited")
     conc = max_conc if concurrency is None else concurrency
     if conc > max_conc:
         notes.append(f"{conc} concurrent requests exceed the {max_conc} that fit; vLLM queues the rest")
@@ -314,13 +333,13 @@ def estimate(
                     profile_tokens=vllm_profile_tokens(model, max_model_len))
     figures = gpu_figures(acc)
     setup = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "vllm", tp, pp, nodes)
-    speed = steady_state(setup, input_len, output_len, conc)
+    speed = steady_state(setup, input_len, output_len, conc, cached)
     tpot_s, ttft_s = speed.tpot_s, speed.ttft_s
     ceiling = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "tensorrt-llm", tp, pp, nodes)
     # The ceiling is TensorRT-LLM's saturation throughput for these lengths on this hardware (what its
     # published measurements are): all requests queued, batch up to 2048 or what the KV cache holds.
     trt_batch = max(1, min(TRTLLM_MAX_BATCH, mem.kv_cache_capacity_tokens // seq_len))
-    best = steady_state(ceiling, input_len, output_len, trt_batch)
+    best = steady_state(ceiling, input_len, output_len, trt_batch, cached)  # TensorRT-LLM reuses KV blocks too
     if speed.output_tokens_per_s > c.trtllm_ceiling_factor * best.output_tokens_per_s:
         tpot_s = conc / (c.trtllm_ceiling_factor * best.output_tokens_per_s)
         notes.append(f"capped at {c.trtllm_ceiling_factor} x the TensorRT-LLM saturation prediction")
@@ -348,6 +367,13 @@ def estimate(
         output_tokens_per_s=conc / tpot_s, requests_per_s=requests_per_s,
         relative_uncertainty=relative_band(regime), regime=regime, notes=tuple(notes),
     )
+
+
+def cached_prompt_tokens(input_len: int, hit_rate: float, block_size_tokens: int) -> int:
+    """Prompt tokens served from vLLM's prefix cache: hits are whole KV blocks and the last prompt token is always
+    computed (its logits start the answer), so at most the full blocks before it."""
+    hit = int(hit_rate * input_len) // block_size_tokens * block_size_tokens
+    return max(0, min(hit, (input_len - 1) // block_size_tokens * block_size_tokens))
 
 
 def _calibration_note(decode_factor: float, prefill_factor: float) -> str:

@@ -260,17 +260,25 @@ class GpuSpeed:
     prefill_s: float
 
 
-def steady_state(s: GpuSetup, input_len: int, output_len: int, concurrency: int) -> GpuSpeed:
+def steady_state(s: GpuSetup, input_len: int, output_len: int, concurrency: int,
+                 cached_tokens: int = 0) -> GpuSpeed:
     """Continuous batching at `concurrency` running requests with chunked prefill mixed into decode steps.
 
-    In steady state every step carries `concurrency` decode tokens plus, on average, concurrency x input /
-    output prompt tokens of the requests that replace finished ones.
+    In steady state every step carries `concurrency` decode tokens plus, on average, concurrency x (input -
+    cached) / output prompt tokens of the requests that replace finished ones. `cached_tokens` of each prompt are
+    already in the prefix cache: only the rest is computed, each computed token attending the cached prefix plus
+    half of the new part (reading the cached prefix's KV once per request is left out: a few MB against a
+    prefill's compute); decode still attends the whole context.
     """
+    if not 0 <= cached_tokens < input_len:
+        raise ValueError(f"cached tokens must be in [0, {input_len}) (got {cached_tokens})")
     out = max(output_len, 1)
     mean_ctx = input_len + out / 2.0
-    prefill_per_step = concurrency * input_len / out
-    tpot = token_step_s(s, concurrency, mean_ctx, prefill_per_step, input_len / 2.0)
-    alone = token_step_s(s, 0.0, 0.0, float(input_len), input_len / 2.0)
+    new = input_len - cached_tokens
+    prefill_ctx = cached_tokens + new / 2.0
+    prefill_per_step = concurrency * new / out
+    tpot = token_step_s(s, concurrency, mean_ctx, prefill_per_step, prefill_ctx)
+    alone = token_step_s(s, 0.0, 0.0, float(new), prefill_ctx)
     # A new prompt is prefilled in the next step(s): its own prefill plus, on average, half a busy step.
     ttft = alone + (0.5 * tpot if concurrency > 1 else 0.0)
     e = engine_constants(s.engine)

@@ -181,11 +181,14 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     t = spec.traffic
     mml = search_model_len(spec, model, layout.engine)  # the plan raises vLLM's to what memory holds (context.py)
 
+    # Passed only when credited, so an estimator without the option (a test's) keeps working at 0.
+    cache = {"prefix_cache_hit_rate": t.prefix_cache_hit_rate} if t.prefix_cache_hit_rate else {}
+
     def run(conc: int | None) -> Estimate:
         return estimator(model, hw, precision=layout.precision, kv_cache_dtype=spec.kv_cache_dtype,
                          engine=layout.engine, tp=layout.tp, pp=layout.pp, nodes=layout.nodes_per_replica,
                          input_len=t.prompt_tokens, output_len=t.output_tokens, concurrency=conc,
-                         max_model_len=mml)
+                         max_model_len=mml, **cache)
 
     def reject(reason: str, **kw: object) -> Sizing:
         return Sizing(inst, hw, layout, None, 0, 0, reason, **kw)  # type: ignore[arg-type]
