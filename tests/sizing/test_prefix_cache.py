@@ -112,6 +112,8 @@ def test_the_workload_field_and_the_estimate_option_are_checked(tmp_path) -> Non
             "--input-len", "2048", "--output-len", "256", "--concurrency", "8", "--format", "json"]
     bad = run_cli(*base, "--prefix-cache-hit-rate", "2")
     assert bad.code == 2 and "--prefix-cache-hit-rate is a share of prompt tokens from 0 to 1" in bad.err
+    rate = run_cli(*base[:-4], "--rate", "2", "--prefix-cache-hit-rate", "0.5")
+    assert rate.code == 2 and "--prefix-cache-hit-rate goes with --concurrency" in rate.err
     cold = json.loads(run_cli(*base).out)
     warm = json.loads(run_cli(*base, "--prefix-cache-hit-rate", "0.5").out)
     assert warm["latency"]["ttft_ms"] < cold["latency"]["ttft_ms"]
