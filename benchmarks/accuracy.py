@@ -389,6 +389,60 @@ def current_vllm_report(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
+#: The issue's TP target: predicted tp-N / tp-lowest throughput ratios within this of the measured ratio.
+TP_RATIO_TARGET = 0.20
+
+
+def tp_ratio_report(outcomes: list[Outcome]) -> list[str]:
+    """TP scaling check on the Lambda vLLM 0.5.4 rows (same model and GPU, 320 ShareGPT prompts, tp 1-8): measured
+    throughput ratios to the lowest tp against the `vllm-0.5` replay (the release that ran) and current `vllm`.
+
+    These rows fed the fit of vllm-0.5's host overheads (not of the TP terms): a check of the scaling, not an
+    independent accuracy figure.
+    """
+    pred = {o.row_id: o.predicted for o in outcomes if o.group == "vLLM Lambda ShareGPT"}
+    series: dict[tuple[str, str], dict[int, tuple[float, float, float]]] = defaultdict(dict)
+    for row in read_rows():
+        if row["id"] not in pred or row["metric"] != "output_tokens_per_s":
+            continue
+        name, g, tp = model_of(row["model"]), gpu_of(row["hardware"]), int(row["tp"])
+        if name is None or g is None:
+            continue
+        acc = _accelerator(*g)
+        est = estimate(arch(name), hardware_from_gpu(acc, tp), precision=precision_of(row["precision"], acc.id),
+                       tp=tp, input_len=SHAREGPT_INPUT_TOKENS, output_len=SHAREGPT_OUTPUT_MEAN_TOKENS,
+                       concurrency=SHAREGPT_REQUESTS if est_fits(name, acc, row, tp) else None)
+        series[(name, acc.id)][tp] = (float(row["value"]), pred[row["id"]] or 0.0, est.output_tokens_per_s)
+    lines = ["", f"tensor-parallel scaling (Lambda vLLM 0.5.4 rows, throughput / throughput at the lowest tp; "
+                 f"target: predicted ratio within {TP_RATIO_TARGET:.0%} of measured):"]
+    errs: dict[str, list[float]] = defaultdict(list)
+    for (name, gpu), by_tp in sorted(series.items()):
+        tps = sorted(by_tp)
+        if len(tps) < 2:
+            continue
+        m0, p0, c0 = by_tp[tps[0]]
+        parts = []
+        for tp in tps[1:]:
+            m, p, c = by_tp[tp]
+            e05, ecur = (p / p0) / (m / m0) - 1, (c / c0) / (m / m0) - 1
+            errs["vllm-0.5"].append(e05)
+            errs["vllm"].append(ecur)
+            parts.append(f"tp{tp}/tp{tps[0]} {m / m0:.2f} vs {p / p0:.2f} ({e05:+.0%}; current {c / c0:.2f})")
+        lines.append(f"  {name:<20} {gpu:<14} " + ", ".join(parts))
+    for profile, es in errs.items():
+        inside = sum(abs(e) <= TP_RATIO_TARGET for e in es)
+        lines.append(f"  {profile:<9} ratios within {TP_RATIO_TARGET:.0%}: {inside} of {len(es)}, median|err| "
+                     f"{statistics.median(abs(e) for e in es):.1%}, bias {statistics.median(es):+.1%}")
+    return lines
+
+
+def est_fits(name: str, acc: Accelerator, row: dict[str, str], tp: int) -> bool:
+    """Whether 320 concurrent ShareGPT requests fit the KV cache (else estimate's max-load batch is used)."""
+    est = estimate(arch(name), hardware_from_gpu(acc, tp), precision=precision_of(row["precision"], acc.id), tp=tp,
+                   input_len=SHAREGPT_INPUT_TOKENS, output_len=SHAREGPT_OUTPUT_MEAN_TOKENS, concurrency=None)
+    return est.fits and est.concurrency >= SHAREGPT_REQUESTS
+
+
 def _cpu_row(row: dict[str, str], model: ModelArchitecture, measured: float) -> Outcome | str:
     hw = yaml.safe_load((DATA / "calibration_hardware.yaml").read_text())["cpus"]
     label = row["hardware"].lower()
@@ -627,6 +681,8 @@ def main() -> None:
     print("\nerror bands (80th percentile |err|) per regime:")
     for regime, (band, n) in sorted(bands(outcomes).items()):
         print(f"  {regime:<46} {band:6.1%}  ({n} rows)")
+    for line in tp_ratio_report(outcomes):
+        print(line)
     for line in current_vllm_report(outcomes):
         print(line)
     for line in llama_bench_report(bench_rows()):

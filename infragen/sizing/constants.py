@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -64,10 +65,16 @@ class EngineConstants(_Frozen):
 class InterconnectConstants(_Frozen):
     """Collective-communication model."""
 
-    allreduce_latency_us_nvlink: float = Field(ge=0)
-    """Fixed latency of one all-reduce over NVLink, microseconds."""
-    allreduce_latency_us_pcie: float = Field(ge=0)
-    """Fixed latency of one all-reduce over PCIe, microseconds."""
+    def allreduce_latency_s(self, link: Literal["nvlink", "pcie"], gpus: int) -> float:
+        """Small-message all-reduce time over `link` among `gpus` GPUs (next larger measured count)."""
+        table = self.allreduce_latency_us[link]
+        counts = sorted(table)
+        at = next((n for n in counts if n >= gpus), counts[-1])
+        return table[at] * 1e-6
+
+    allreduce_latency_us: dict[Literal["nvlink", "pcie"], dict[int, float]]
+    """Time of one small-message all-reduce by link kind and GPU count, microseconds (measured; a count not
+    listed takes the next larger one listed, else the largest)."""
     link_efficiency: float = Field(gt=0, le=1)
     """Achieved fraction of the per-direction NVLink bandwidth in all-reduce."""
     pcie_link_efficiency: float = Field(gt=0, le=1)

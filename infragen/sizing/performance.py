@@ -135,13 +135,15 @@ def gpu_setup(
         raise MissingFigureError(f"{acc.id}: no memory bandwidth in the GPU data; cannot estimate decode speed")
     peak, _ = compute_peak_tflops(acc, precision)
     ic = c.interconnect
+    # A ring all-reduce moves 2 (n-1)/n of the message per GPU at the link's achieved bus bandwidth, plus the
+    # small-message time measured for that link and GPU count (performance.yaml: interconnect).
     if acc.interconnect == "nvlink" and acc.interconnect_gb_per_s:
         link = acc.interconnect_gb_per_s / 2 * GIGA * ic.link_efficiency
-        latency = ic.allreduce_latency_us_nvlink * 1e-6
+        latency = ic.allreduce_latency_s("nvlink", max(tp, 2))
     else:
         link = (acc.interconnect_gb_per_s / 2 if acc.interconnect_gb_per_s else ic.pcie_gb_per_s_default) * GIGA
         link *= ic.pcie_link_efficiency
-        latency = ic.allreduce_latency_us_pcie * 1e-6
+        latency = ic.allreduce_latency_s("pcie", max(tp, 2))
     return GpuSetup(
         engine=engine,
         tp=tp,
