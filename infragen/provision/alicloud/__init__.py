@@ -23,6 +23,7 @@ from infragen.provision.alicloud.autoscaling import (
     group_shares,
     keeps_offset,
     launch_wait_s,
+    one_zone_warning,
     schedule_window,
     scheduled_steps,
     target_qps_per_engine,
@@ -211,6 +212,9 @@ def _replica_groups(plan: Plan, user_data: str, *, disks: DiskLayout, image_id: 
                     today: date | None, opts: pulumi.ResourceOptions) -> AliReplicaGroups:
     """The single-node replicas as ESS groups with the plan's bounds, QPS target and daily schedule."""
     shares = group_shares(plan, len(network.node_vswitch_ids))
+    one_zone = one_zone_warning(plan, len(network.node_vswitch_ids))
+    if one_zone:
+        pulumi.log.warn(one_zone)
     on = today or today_utc()
     steps = scheduled_steps(plan, on)
     if steps and plan.scaling is not None and not keeps_offset(plan.scaling.time_zone, on.year):

@@ -72,6 +72,17 @@ def group_count(plan: Plan, zone_slots: int) -> int:
     return 2 if zone_slots >= 2 and low >= 2 else 1
 
 
+def one_zone_warning(plan: Plan, zone_slots: int) -> str | None:
+    """Why a fleet that grows to two or more nodes stays in one zone (one group: its floor is one node), or None."""
+    low, high, _ = fleet_bounds(plan)
+    if zone_slots < 2 or high < 2 or group_count(plan, zone_slots) > 1:
+        return None
+    per_node = plan.deployment.replicas_per_node
+    return (f"the fleet's floor is {low} node, so it is one scaling group: the nodes it adds (up to {high}) all go "
+            "to its first zone while that zone has stock (PRIORITY, the policy instance refresh needs), not over "
+            f"two zones; a floor of two nodes (min_replicas: {2 * per_node}) splits it into two groups in two zones")
+
+
 def split(total: int, groups: int) -> list[int]:
     """`total` nodes over `groups` groups, the first ones taking the remainder."""
     return [total // groups + (1 if i < total % groups else 0) for i in range(groups)]
