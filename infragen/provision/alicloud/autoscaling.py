@@ -65,22 +65,29 @@ def fleet_bounds(plan: Plan) -> tuple[int, int, int]:
 
 
 def group_count(plan: Plan, zone_slots: int) -> int:
-    """Two groups (one per zone, each falling back to the other) when the fleet never drops below two nodes and
-    there are two zones; else one. A group's floor must stay at one node or more: target tracking computes the
-    nodes it needs from the ones it has, so an empty group would never scale out again."""
+    """Two groups (one per zone, each falling back to the other) when there are two zones and the fleet never drops
+    below two nodes, or its daily schedule raises the floor to two or more (the second group is empty in the quiet
+    hours and gets its nodes from the scheduled tasks, which set its floor); else one. Without a schedule a group's
+    floor must stay at one node or more: target tracking computes the nodes it needs from the ones it has, so an
+    empty group would never scale out again."""
     low, _, _ = fleet_bounds(plan)
-    return 2 if zone_slots >= 2 and low >= 2 else 1
+    if zone_slots < 2:
+        return 1
+    busiest = max((change.nodes for change in floor_changes(plan)), default=low)
+    return 2 if low >= 2 or busiest >= 2 else 1
 
 
 def one_zone_warning(plan: Plan, zone_slots: int) -> str | None:
-    """Why a fleet that grows to two or more nodes stays in one zone (one group: its floor is one node), or None."""
+    """Why a fleet that grows to two or more nodes stays in one zone (one group: its floor is one node and no
+    schedule raises it), or None."""
     low, high, _ = fleet_bounds(plan)
     if zone_slots < 2 or high < 2 or group_count(plan, zone_slots) > 1:
         return None
     per_node = plan.deployment.replicas_per_node
     return (f"the fleet's floor is {low} node, so it is one scaling group: the nodes it adds (up to {high}) all go "
             "to its first zone while that zone has stock (PRIORITY, the policy instance refresh needs), not over "
-            f"two zones; a floor of two nodes (min_replicas: {2 * per_node}) splits it into two groups in two zones")
+            f"two zones; a floor of two nodes (min_replicas: {2 * per_node}), or an hourly_profile whose scheduled "
+            "floor reaches two, splits it into two groups in two zones")
 
 
 def split(total: int, groups: int) -> list[int]:
