@@ -8,7 +8,9 @@ Run: python benchmarks/accuracy.py [--fit] [--rows]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import io
 import math
 import re
 import statistics
@@ -443,6 +445,47 @@ def est_fits(name: str, acc: Accelerator, row: dict[str, str], tp: int) -> bool:
     return est.fits and est.concurrency >= SHAREGPT_REQUESTS
 
 
+#: The issue's targets on rows no fit used (median absolute error), by metric and regime.
+TARGETS = {("dense", "output_tokens_per_s"): 0.15, ("dense", "tpot_ms"): 0.15, ("dense", "ttft_ms"): 0.25,
+           ("MoE (few experts)", "output_tokens_per_s"): 0.30, ("many-expert MoE", "output_tokens_per_s"): 0.30}
+
+
+def moe_class(o: Outcome) -> str:
+    """dense / MoE (few experts) / many-expert MoE, from the regime check_regime gave an independent row."""
+    if "mixtral-style" in o.regime:
+        return "MoE (few experts)"
+    return "many-expert MoE" if "moe" in o.regime else "dense"
+
+
+def regime_split_report(outcomes: list[Outcome]) -> list[str]:
+    """The independent vLLM >= 0.6 rows split by regime (dense / MoE with few experts / many-expert) and by tp,
+    with the issue's targets beside what is reached."""
+    rows = [o for o in outcomes if o.regime.startswith(CURRENT_VLLM_REGIME)]
+    if not rows:
+        return []
+    tps = {r["id"]: int(r["tp"] or 1) for r in read_rows()}
+    lines = ["", "independent rows (vLLM >= 0.6, never fitted) by regime and tp; target = the issue's:"]
+    keys: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for o in rows:
+        keys[(moe_class(o), o.metric)].append(o.error)
+        keys[(f"tp {tps[o.row_id]}", o.metric)].append(o.error)
+    order = ["dense", "MoE (few experts)", "many-expert MoE", "tp 1", "tp 2", "tp 4", "tp 8"]
+    for regime in order:
+        for metric in _CURRENT_VLLM_METRICS:
+            errs = keys.get((regime, metric), [])
+            target = TARGETS.get((regime, metric))
+            goal = f"target <= {target:.0%}" if target is not None else ""
+            if not errs:
+                if target is not None:
+                    lines.append(f"  {regime:<18} {metric:<20} n= 0  (no independent row)  {goal}")
+                continue
+            med = statistics.median(abs(e) for e in errs)
+            met = "" if target is None else ("  met" if med <= target else "  not met")
+            lines.append(f"  {regime:<18} {metric:<20} n={len(errs):>2}  median|err| {med:6.1%}  bias "
+                         f"{statistics.median(errs):+6.1%}  {goal}{met}".rstrip())
+    return lines
+
+
 def _cpu_row(row: dict[str, str], model: ModelArchitecture, measured: float) -> Outcome | str:
     hw = yaml.safe_load((DATA / "calibration_hardware.yaml").read_text())["cpus"]
     label = row["hardware"].lower()
@@ -653,6 +696,8 @@ def main() -> None:
     parser.add_argument("--fit", action="store_true", help="search the engine constants and print them as YAML")
     parser.add_argument("--rows", action="store_true", help="print every row")
     parser.add_argument("--only", action="append", default=[], help="with --fit: fit only this section")
+    parser.add_argument("--doc", type=Path, help="also rewrite this markdown file's report blocks (fenced blocks "
+                        "whose first line is a section heading of this report) with today's figures")
     args = parser.parse_args()
     if args.fit and args.only == ["cpu-measured"]:
         current = constants_mod.load_constants().cpu.measured_bandwidth_fraction
@@ -661,6 +706,34 @@ def main() -> None:
     if args.fit:
         fit(tuple(args.only))
         return
+    if args.doc:
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            report_all(args.rows)
+        print(buffer.getvalue(), end="")
+        update_doc(args.doc, buffer.getvalue())
+        return
+    report_all(args.rows)
+
+
+def update_doc(path: Path, report: str) -> None:
+    """Replace each fenced block of `path` whose first line starts a blank-line-separated section of `report`."""
+    sections = {}
+    for chunk in report.strip("\n").split("\n\n"):
+        lines = chunk.strip("\n").split("\n")
+        sections[lines[0].strip()] = "\n".join(lines)
+    text = path.read_text(encoding="utf-8")
+
+    def swap(m: re.Match[str]) -> str:
+        first = m[2].split("\n", 1)[0].strip()
+        return f"```\n{sections[first]}\n```" if not m[1] and first in sections else m[0]
+
+    fenced = re.compile(r"^```([^\n]*)\n(.*?)\n```$", flags=re.S | re.M)
+    path.write_text(fenced.sub(swap, text), encoding="utf-8")
+
+
+def report_all(rows: bool) -> None:
+    """Print the whole report."""
     outcomes, skipped = evaluate_all()
     print(f"{'source':<46} {'metric':<30} {'n':>4} {'median|err|':>11} {'bias':>8}")
     for group, metric, n, mape, bias in summarise(outcomes):
@@ -683,6 +756,8 @@ def main() -> None:
         print(f"  {regime:<46} {band:6.1%}  ({n} rows)")
     for line in tp_ratio_report(outcomes):
         print(line)
+    for line in regime_split_report(outcomes):
+        print(line)
     for line in current_vllm_report(outcomes):
         print(line)
     for line in llama_bench_report(bench_rows()):
@@ -690,7 +765,7 @@ def main() -> None:
     print(f"\nunusable rows: {len(skipped)}")
     for reason in skipped[:8]:
         print("  " + reason)
-    if args.rows:
+    if rows:
         for o in outcomes:
             print(o.row_id, o.group, o.metric, o.measured, round(o.predicted or 0, 2), f"{o.error:+.1%}", o.note)
 

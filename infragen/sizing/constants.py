@@ -87,6 +87,24 @@ class InterconnectConstants(_Frozen):
     """Where these figures come from."""
 
 
+class MoeTile(_Frozen):
+    """One row of the fused-MoE kernel's M tile by batch size."""
+
+    max_batch_tokens: int | None = Field(default=None, gt=0)
+    """Largest batch (tokens in the step) this row covers; None = every larger batch."""
+    tile_tokens: int = Field(gt=0)
+    """Rows of one expert GEMM tile (BLOCK_SIZE_M): an expert's tokens are padded up to a multiple of it."""
+
+
+class MoeConstants(_Frozen):
+    """Mixture-of-experts kernel facts."""
+
+    tile_tokens: list[MoeTile]
+    """By batch size, ascending; the last row has no max_batch_tokens."""
+    source: str
+    """Where the tiles were read."""
+
+
 class CpuConstants(_Frozen):
     """llama.cpp on CPUs (fitted, see `fitted_on`)."""
 
@@ -154,6 +172,8 @@ class PerformanceConstants(_Frozen):
     """Per-engine efficiencies (vllm, tensorrt-llm)."""
     interconnect: InterconnectConstants
     """Collective model."""
+    moe: MoeConstants
+    """Fused-MoE kernel tiles."""
     cpu: CpuConstants
     """CPU model."""
     trtllm_ceiling_factor: float = Field(gt=1)

@@ -53,6 +53,10 @@ class GpuSetup:
     cross_node_hop_s: float
     activation_bytes: float
     """Bytes per element of activations exchanged (2: bf16/fp16)."""
+    expert_flops_per_pair: float = 0.0
+    """FLOPs of one token through one routed expert, summed over MoE layers, whole model (2 x its weights)."""
+    moe_tile_tokens: tuple[tuple[int, int], ...] = ()
+    """Fused-MoE kernel's M tile by batch size: (largest batch tokens, tile rows); the last row has no limit."""
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,10 @@ def gpu_setup(
 
         expert_gpu = g.moe_experts_per_layer * linear_bytes_per_weight(precision) / tp
         expert_gpu *= layers_per_stage * (g.moe_layers / g.num_layers)
+        expert_pair_flops = 2.0 * g.moe_experts_per_layer / (model.num_experts + model.num_shared_experts) \
+            * g.moe_layers
     else:
-        expert_gpu = 0.0
+        expert_gpu = expert_pair_flops = 0.0
     if acc.memory_bandwidth_gb_per_s is None:
         raise MissingFigureError(f"{acc.id}: no memory bandwidth in the GPU data; cannot estimate decode speed")
     peak, _ = compute_peak_tflops(acc, precision)
@@ -157,6 +163,8 @@ def gpu_setup(
         expert_bytes_gpu=expert_gpu,
         num_experts=model.num_experts,
         experts_per_token=model.num_experts_per_token,
+        expert_flops_per_pair=expert_pair_flops,
+        moe_tile_tokens=tuple((t.max_batch_tokens or 0, t.tile_tokens) for t in c.moe.tile_tokens),
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
         peak_flops=peak * acc.compute_power_scale * TERA,
         bandwidth_bytes_per_s=acc.memory_bandwidth_gb_per_s * GIGA,
@@ -192,6 +200,17 @@ def expert_read_fraction(num_experts: int, experts_per_token: int, tokens: float
     return 1.0 - (1.0 - experts_per_token / num_experts) ** tokens
 
 
+def padded_expert_pairs(s: GpuSetup, tokens: float) -> float:
+    """Token-expert rows the fused-MoE GEMMs compute: each touched expert's tokens rounded up to the kernel's
+    M tile (uniform routing; the tile grows with the batch as vLLM's default config does)."""
+    if not s.num_experts or tokens <= 0 or not s.moe_tile_tokens:
+        return tokens * s.experts_per_token
+    tile = next((t for limit, t in s.moe_tile_tokens if not limit or tokens <= limit), s.moe_tile_tokens[-1][1])
+    touched = s.num_experts * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
+    per_expert = tokens * s.experts_per_token / touched
+    return touched * math.ceil(per_expert / tile - 1e-9) * tile
+
+
 def stage_step_s(
     s: GpuSetup,
     decode_seqs: float,
@@ -210,7 +229,11 @@ def stage_step_s(
     flops_per_s = s.peak_flops * e.prefill_compute_fraction
     # The linear layers (GEMMs) and attention are separate kernels that run one after the other, so each gets
     # its own roofline and their times add: a step is not max(all FLOPs, all bytes).
-    gemm_compute = s.dense_flops_per_token * tokens / gpus / flops_per_s
+    # Routed experts see tokens x k / E rows each; the fused-MoE kernel computes whole M tiles, so at a few tokens
+    # per expert most of a tile is padding (compute, not bytes: a step that was weight-read bound can become
+    # compute bound on GPUs with less tensor throughput per byte).
+    padding = s.expert_flops_per_pair * (padded_expert_pairs(s, tokens) - tokens * s.experts_per_token)
+    gemm_compute = (s.dense_flops_per_token * tokens + padding) / gpus / flops_per_s
     attn_compute = s.attn_flops_per_token_ctx * (
         decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens) / gpus / flops_per_s
     # Decode reads every cached token; prefill writes its own tokens' KV once (flash attention keeps the
