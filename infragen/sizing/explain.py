@@ -91,8 +91,10 @@ def alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
 
 def _load(spec: WorkloadSpec) -> str:
     t = spec.traffic
-    return (f"traffic.peak_requests_per_s {t.peak_requests_per_s:g}" if t.peak_requests_per_s is not None
-            else f"traffic.concurrent_users {t.concurrent_users}")
+    if t.peak_requests_per_s is not None:
+        return f"traffic.peak_requests_per_s {t.peak_requests_per_s:g}"
+    think = f" (think_time_s {t.think_time_s:g})" if t.think_time_s else ""
+    return f"traffic.concurrent_users {t.concurrent_users}{think}"
 
 
 def over_limits(spec: WorkloadSpec, model: ModelArchitecture, result: SearchResult) -> InfeasibleError | None:

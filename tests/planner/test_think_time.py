@@ -114,3 +114,11 @@ def test_the_think_time_example_plans_people_online() -> None:
     assert plan.estimate.in_flight_requests is not None
     assert plan.estimate.in_flight_requests < 300 / 4  # far fewer requests in flight than people online
     assert "think" in " ".join(plan.explanation)
+
+
+def test_a_plan_above_the_limits_names_the_users_and_their_think_time(tmp_path: Path) -> None:
+    path = tmp_path / "crowd.yaml"
+    path.write_text("model: llama-3.1-8b\ntraffic:\n  concurrent_users: 10000000\n  think_time_s: 5\n"
+                    "cloud: aws\nregions: [us-east-1]\n")
+    r = run_cli("plan", str(path))
+    assert r.code == 3 and "traffic.concurrent_users 10000000 (think_time_s 5)" in r.err
