@@ -557,8 +557,8 @@ def ceiling_check(outcomes: list[Outcome]) -> tuple[int, int]:
     return over, total
 
 
-def bands(outcomes: list[Outcome]) -> dict[str, tuple[float, int]]:
-    """Per-regime band: the 80th percentile of absolute error (at least the median of all rows)."""
+def _by_regime(outcomes: list[Outcome], value: Callable[[Outcome], float]) -> dict[str, list[float]]:
+    """Values per error regime, as `estimate` assigns regimes (unsourced CPU figures and forks left out)."""
     by: dict[str, list[float]] = defaultdict(list)
     for o in outcomes:
         if "low-confidence" in o.group or o.group.startswith("ik_llama.cpp"):
@@ -566,13 +566,44 @@ def bands(outcomes: list[Outcome]) -> dict[str, tuple[float, int]]:
         # Many-expert MoE rows form one band, as `estimate` gives those models that regime; the independent
         # vLLM >= 0.6 MoE rows (Qwen3-235B, DeepSeek-R1) are its only rows and still never feed `fit`.
         moe_check = o.regime.startswith(CURRENT_VLLM_REGIME) and "moe" in o.regime
-        by[MANY_EXPERT_MOE_REGIME if moe_check else o.regime].append(abs(o.error))
+        by[MANY_EXPERT_MOE_REGIME if moe_check else o.regime].append(value(o))
+    return by
+
+
+def bands(outcomes: list[Outcome]) -> dict[str, tuple[float, int]]:
+    """Per-regime band: the 80th percentile of absolute error (at least the median of all rows)."""
     out = {}
-    for regime, errs in by.items():
+    for regime, errs in _by_regime(outcomes, lambda o: abs(o.error)).items():
         errs.sort()
         band = errs[min(len(errs) - 1, int(0.8 * len(errs)))]
         small = len(errs) < MIN_BAND_ROWS and not regime.startswith("memory-")
         out[regime] = (max(band, SMALL_SAMPLE_BAND) if small else band, len(errs))
+    return out
+
+
+#: Metrics that are times (a slow prediction is a high one); every other speed metric is a rate.
+LATENCY_METRICS = ("latency_ms_as_reported", "TTFT_ms", "ttft_ms", "tpot_ms")
+
+
+def latency_ratio(o: Outcome) -> float:
+    """How much longer the real latency was than predicted: measured / predicted for a time, predicted /
+    measured for a rate (an over-predicted throughput is an under-predicted time per token)."""
+    assert o.predicted is not None
+    return o.measured / o.predicted if o.metric in LATENCY_METRICS else o.predicted / o.measured
+
+
+def confidence_factors(outcomes: list[Outcome], quantile: float = 0.9) -> dict[str, tuple[float, int]]:
+    """Per-regime latency factor at `quantile` of the model's error (performance.yaml slo_confidence): the
+    `quantile` of latency_ratio over the regime's rows, at least 1 (the median estimate) and, below MIN_BAND_ROWS
+    rows, at least 1 + SMALL_SAMPLE_BAND (as the bands)."""
+    out = {}
+    for regime, ratios in _by_regime(outcomes, latency_ratio).items():
+        if regime.startswith("memory-"):
+            continue
+        ratios.sort()
+        q = ratios[min(len(ratios) - 1, int(quantile * len(ratios)))]
+        floor = 1.0 + SMALL_SAMPLE_BAND if len(ratios) < MIN_BAND_ROWS else 1.0
+        out[regime] = (round(max(q, floor), 3), len(ratios))
     return out
 
 
@@ -754,6 +785,9 @@ def report_all(rows: bool) -> None:
     print("\nerror bands (80th percentile |err|) per regime:")
     for regime, (band, n) in sorted(bands(outcomes).items()):
         print(f"  {regime:<46} {band:6.1%}  ({n} rows)")
+    print("\nslo_confidence p90 latency factors (90th percentile of measured/predicted time) per regime:")
+    for regime, (factor, n) in sorted(confidence_factors(outcomes).items()):
+        print(f"  {regime:<46} x{factor:.3f}  ({n} rows)")
     for line in tp_ratio_report(outcomes):
         print(line)
     for line in regime_split_report(outcomes):

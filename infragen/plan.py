@@ -269,6 +269,19 @@ class EstimatePlan(_Frozen):
     arrival_requests_per_s: float | None = None
     """Requests/s arriving over the whole deployment at peak (open loop: peak_requests_per_s; closed loop: users /
     (think + E2E)). None in plans written before it was reported."""
+    slo_confidence: Literal["p50", "p90"] | None = None
+    """The workload's slo_confidence the SLOs were checked at. None in plans written before it was recorded."""
+    latency_factor: float | None = None
+    """What predicted latencies (open loop vLLM: every engine step) were multiplied by for the SLO check at that
+    confidence (performance.yaml slo_confidence; 1 at p50). None in plans written before it was recorded."""
+    ttft_p50_ms: float | None = None
+    """Open loop, vLLM (load model): median TTFT at the peak's per-replica arrival rate, ms; None otherwise."""
+    ttft_p99_ms: float | None = None
+    """Open loop, vLLM: 99th-percentile TTFT at peak (queueing included; the model's estimate, not inflated), ms."""
+    e2e_p99_ms: float | None = None
+    """Open loop, vLLM: TTFT p99 plus the output's decode time at peak, ms."""
+    running_batch: float | None = None
+    """Open loop, vLLM: mean requests holding a batch slot on one replica at peak (Little's law)."""
 
 
 class CostPlan(_Frozen):

@@ -301,6 +301,12 @@ class WorkloadSpec(_Strict):
     """Peak load and request shape."""
     slo: SloSpec = Field(default_factory=SloSpec)
     """Latency objectives at peak load."""
+    slo_confidence: Literal["p50", "p90"] = "p90"
+    """How sure the plan should be that it meets `slo`, given the speed model's own error. p90 (default): every
+    predicted latency is multiplied by the 90th percentile of measured/predicted time over the calibration rows of
+    its regime (x1.19 to x2.01, performance.yaml `slo_confidence`), so the SLOs hold unless the model errs more than
+    it did on 9 in 10 measurements. p50: the estimate is taken as the median (cheaper; the model is as likely to be
+    optimistic as pessimistic). Queueing percentiles (TTFT p99 under Poisson arrivals) are modelled either way."""
     engine: EngineChoice = "auto"
     """Serving engine: vLLM (GPUs), llama.cpp (CPUs, GGUF), or auto (both considered)."""
     cloud: CloudChoice = "any"

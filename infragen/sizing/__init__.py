@@ -228,12 +228,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         f"{s.replicas} replica(s) of {model.display_name or model.id} ({lay.precision}, {lay.engine}, "
         f"tp={lay.tp} pp={lay.pp}) on {c.nodes} x {inst.id} in {c.region}: the cheapest of "
         f"{len(result.feasible)} feasible candidates out of {len(result.candidates)} considered.",
-        f"Each replica runs batches of up to {s.batch}: the largest meeting the SLOs "
-        f"(TTFT {est.ttft_ms:.0f} ms, TPOT {est.tpot_ms:.1f} ms at peak, ±{est.relative_uncertainty:.0%}).",
-        (f"Peak {peak:g} requests/s over {s.replicas} replicas of {est.requests_per_s:.2f} requests/s each "
-         f"(utilisation {util:.0%}, cap {queueing.RHO_MAX:.0%})." if peak else _users_sentence(spec, s.replicas,
-                                                                                               s.batch, in_flight,
-                                                                                               arrival)),
+        *_load_sentences(spec, s.replicas, s.batch, est, util, in_flight, arrival),
         context.why,
     ]
     if t.prefix_cache_hit_rate > 0:
@@ -296,8 +291,10 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                               capacity_requests_per_s=round(est.requests_per_s, 4),
                               output_tokens_per_s=round(total_out_tps, 1), utilisation=round(util, 3),
                               relative_uncertainty=est.relative_uncertainty,
-                              queueing_method=_queueing_method(spec),
-                              in_flight_requests=round(in_flight, 3), arrival_requests_per_s=round(arrival, 4)),
+                              queueing_method=_queueing_method(spec, lay.engine),
+                              in_flight_requests=round(in_flight, 3), arrival_requests_per_s=round(arrival, 4),
+                              slo_confidence=spec.slo_confidence, latency_factor=est.latency_factor,
+                              **_open_loop_figures(est)),
         cost=CostPlan(pricing=spec.pricing, usd_per_hour=round(c.usd_per_hour or 0.0, 4),
                       usd_per_month=round((c.usd_per_hour or 0.0) * HOURS_PER_MONTH, 2),
                       on_demand_usd_per_month=None if c.on_demand_usd_per_hour is None
@@ -332,10 +329,42 @@ def _prefix_sentence(spec: WorkloadSpec, engine: str) -> str:
             f"{block}-token blocks); KV memory is not credited; --enable-prefix-caching keeps the cache on.")
 
 
-def _queueing_method(spec: WorkloadSpec) -> str:
+def _open_loop_figures(est: Estimate) -> dict[str, float | None]:
+    """The load model's percentiles for EstimatePlan (None when the replica was sized at a fixed batch)."""
+    def r(value: float | None, digits: int) -> float | None:
+        return None if value is None else round(value, digits)
+
+    return {"ttft_p50_ms": r(est.ttft_p50_ms, 1), "ttft_p99_ms": r(est.ttft_p99_ms, 1),
+            "e2e_p99_ms": r(est.e2e_p99_ms, 1), "running_batch": r(est.running_batch, 2)}
+
+
+def _load_sentences(spec: WorkloadSpec, replicas: int, batch: int, est: Estimate, util: float, in_flight: float,
+                    arrival: float) -> list[str]:
+    """The explanation's lines on batching and load: the load model's (open loop, vLLM) or the fixed batch's."""
+    t = spec.traffic
+    conf = f"{spec.slo_confidence} confidence, latencies x{est.latency_factor:.2f}"
+    if t.peak_requests_per_s is not None and est.ttft_p99_ms is not None:
+        return [
+            f"Each replica admits up to {batch} requests at once (max_num_seqs: the running batch at its SLO rate "
+            f"plus 3.09 standard deviations, within what the KV cache holds); at peak "
+            f"{est.running_batch or 0:.1f} run at once, TTFT p50 {est.ttft_p50_ms or 0:,.0f} ms / p99 "
+            f"{est.ttft_p99_ms:,.0f} ms, TPOT {est.tpot_ms:.1f} ms (±{est.relative_uncertainty:.0%}).",
+            f"Peak {t.peak_requests_per_s:g} requests/s over {replicas} replicas: one replica meets the SLOs up to "
+            f"{est.requests_per_s:.2f} Poisson requests/s ({conf}; utilisation {util:.0%} of that).",
+        ]
+    first = (f"Each replica runs batches of up to {batch}: the largest meeting the SLOs ({conf}; TTFT "
+             f"{est.ttft_ms:.0f} ms, TPOT {est.tpot_ms:.1f} ms at peak, ±{est.relative_uncertainty:.0%}).")
+    if t.peak_requests_per_s is not None:
+        return [first, f"Peak {t.peak_requests_per_s:g} requests/s over {replicas} replicas of "
+                       f"{est.requests_per_s:.2f} requests/s each ({queueing.RHO_MAX:.0%} of a batch's capacity; "
+                       f"utilisation {util:.0%} of that)."]
+    return [first, _users_sentence(spec, replicas, batch, in_flight, arrival)]
+
+
+def _queueing_method(spec: WorkloadSpec, engine: str) -> str:
     t = spec.traffic
     if t.peak_requests_per_s is not None:
-        return queueing.METHOD_QPS
+        return queueing.METHOD_QPS if engine == "vllm" else queueing.METHOD_QPS_SLOTS
     return queueing.METHOD_USERS_THINK if t.think_time_s > 0 else queueing.METHOD_USERS
 
 

@@ -133,6 +133,25 @@ class UncertaintyBand(_Frozen):
     """How the band was derived."""
 
 
+class ConfidenceFactor(_Frozen):
+    """The latency factor of one regime at a confidence."""
+
+    factor: float = Field(ge=1)
+    """Multiplier on predicted latencies (1 = the estimate as it is)."""
+    rows: int = Field(ge=0)
+    """Calibration rows behind it (0 = a prior)."""
+
+
+class SloConfidenceFactors(_Frozen):
+    """How much to inflate predicted latencies for the planner to meet the SLOs at a confidence (workload
+    `slo_confidence`); p50 is the estimate itself (the model taken as the median)."""
+
+    p90: dict[str, ConfidenceFactor]
+    """Per regime: the 90th percentile of measured/predicted time over its calibration rows."""
+    derived: str
+    """How the factors were derived, and the command that prints them."""
+
+
 class SchedulerTier(_Frozen):
     """One row of vLLM's batch defaults: GPUs with at least this much memory (and not excepted) get these."""
 
@@ -180,6 +199,8 @@ class PerformanceConstants(_Frozen):
     """vLLM predictions are capped at this factor over the TensorRT-LLM-engine prediction."""
     uncertainty: dict[str, UncertaintyBand]
     """Bands per regime."""
+    slo_confidence: SloConfidenceFactors
+    """Latency factors per regime at the p90 confidence."""
     vllm_scheduler_defaults: SchedulerDefaults
     """`vllm serve` batch defaults per GPU (what `estimate --rate` assumes unless told)."""
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from infragen.plan import BootPlan, ScalingPlan
 from infragen.sizing import queueing
-from infragen.sizing.queueing import RHO_MAX
 from infragen.sizing.resources import BootTime
 from infragen.spec import HOURS_PER_DAY, TrafficSpec
 from infragen.units import HOURS_PER_MONTH
@@ -53,10 +52,11 @@ class ReplicaShape:
 
 def shape_for(traffic: TrafficSpec, *, capacity_requests_per_s: float, batch: int, min_replicas: int,
               nodes_per_replica: int, replicas_per_node: int) -> ReplicaShape:
-    """The per-replica load in the unit the peak was sized in (open loop: requests/s at RHO_MAX; closed: users)."""
+    """The per-replica load in the unit the peak was sized in (open loop: the requests/s one replica may carry
+    within the SLOs, `capacity_requests_per_s`; closed: users)."""
     if traffic.peak_requests_per_s is not None:
-        return ReplicaShape(RHO_MAX * capacity_requests_per_s, RHO_MAX * capacity_requests_per_s, min_replicas,
-                            nodes_per_replica, replicas_per_node)
+        return ReplicaShape(capacity_requests_per_s, capacity_requests_per_s, min_replicas, nodes_per_replica,
+                            replicas_per_node)
     # Closed loop: users per replica; with think time a replica of `batch` serves batch x (think + E2E) / E2E users,
     # E2E = batch / capacity (Little's law).
     users = queueing.users_per_replica(batch, batch / capacity_requests_per_s if capacity_requests_per_s > 0

@@ -15,7 +15,9 @@ from infragen.catalog import Catalog
 from infragen.errors import InfeasibleError
 from infragen.plan import MAX_PLAN_LIST, Alternative
 from infragen.sizing import compat_fix
+from infragen.sizing.open_loop import TRICKLE_PREFIX
 from infragen.sizing.search import LIMIT_PREFIX, Candidate, Estimator, SearchResult, search
+from infragen.sizing.uncertainty import latency_factor
 from infragen.spec import MAX_LIMIT_NODES, MAX_LIMIT_USD_PER_MONTH, WorkloadSpec
 
 #: Closest candidates an infeasible message names (one per instance type).
@@ -136,19 +138,24 @@ def _slo_changes(spec: WorkloadSpec, rejected: list[Candidate]) -> list[tuple[st
     """SLO relaxations: the least that lets the closest SLO-rejected candidate pass at batch 1, and 1.5 times that
     (batch 1 serves few requests per replica; a little more room often needs far fewer nodes)."""
     slo_misses = [c for c in rejected if c.sizing.first is not None and c.sizing.rejected
-                  and c.sizing.rejected.startswith("at batch 1")]
+                  and c.sizing.rejected.startswith(("at batch 1", TRICKLE_PREFIX))]
     if not slo_misses:
         return []
-    first = min(slo_misses, key=_rank).sizing.first
+    closest = min(slo_misses, key=_rank).sizing
+    first = closest.first
     assert first is not None
-    k = 1.0 + first.relative_uncertainty
+    if closest.least_ms is not None:  # open loop: the load model's trickle, already inflated
+        least = closest.least_ms
+    else:  # the batch-1 estimate times the confidence factor (as search._meets)
+        k = latency_factor(first.regime, spec.slo_confidence)
+        least = (first.ttft_ms * k, first.tpot_ms * k, first.e2e_ms * k)
     slo, out = spec.slo, []
     for factor in (1.0, 1.5):
         new, labels = {}, []
-        for name, target, value in (("ttft_p99_ms", slo.ttft_p99_ms, first.ttft_ms), ("tpot_ms", slo.tpot_ms,
-                                    first.tpot_ms), ("e2e_p99_ms", slo.e2e_p99_ms, first.e2e_ms)):
-            if target is not None and value * k > target:
-                need = value * k * factor * 1.0001  # rounded up: 0.1 ms below 100 ms, 1 ms above
+        for name, target, value in (("ttft_p99_ms", slo.ttft_p99_ms, least[0]), ("tpot_ms", slo.tpot_ms, least[1]),
+                                    ("e2e_p99_ms", slo.e2e_p99_ms, least[2])):
+            if target is not None and value > target:
+                need = value * factor * 1.0001  # rounded up: 0.1 ms below 100 ms, 1 ms above
                 need = math.ceil(need * 10) / 10 if need < 100 else float(math.ceil(need))
                 new[name] = need
                 labels.append(f"slo.{name} >= {need:g}")

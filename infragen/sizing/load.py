@@ -29,6 +29,8 @@ class Scheduler:
     """Requests that can run at once: max_num_seqs, or fewer when the KV cache holds fewer."""
     max_num_batched_tokens: int
     """Tokens one step may carry (decode tokens count one each; prefill chunks fill the rest)."""
+    cached_prompt_tokens: int = 0
+    """Prompt tokens found in the prefix cache: not computed, but attended by the rest and by decode."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,15 @@ class LoadPoint:
     e2e_mean_s: float
     e2e_p99_s: float
     """TTFT p99 plus the output's decode steps (the workload's output length is one figure)."""
+    cdf_terms: tuple[float, float, float, tuple[tuple[float, float], ...]] | None = None
+    """(own prefill, busy share, decode step, waits): what ttft_cdf needs; None when unstable."""
+
+    def ttft_cdf(self, t_s: float) -> float:
+        """P(TTFT <= t_s): one evaluation, where a percentile needs a search (the planner's SLO test)."""
+        if self.cdf_terms is None:
+            return 0.0
+        s_pf, busy, tau, waits = self.cdf_terms
+        return _ttft_cdf(t_s, s_pf, busy, tau, waits)
 
     @property
     def utilisation(self) -> float:
@@ -83,7 +94,8 @@ class _Steady:
     time_in_batch: float
 
 
-def _steady(step: StepFn, rate: float, n: float, input_len: int, output_len: int, budget: int) -> _Steady:
+def _steady(step: StepFn, rate: float, n: float, input_len: int, output_len: int, budget: int,
+            cached: int = 0) -> _Steady:
     """Step times and time in the batch when `n` requests hold slots at arrival rate `rate`.
 
     Prompts arrive whole, so a step carries either no prompt or a chunk of one (up to the budget left after the
@@ -94,9 +106,10 @@ def _steady(step: StepFn, rate: float, n: float, input_len: int, output_len: int
     """
     ctx = input_len + output_len / 2.0
     room = max(budget - n, 1.0)
-    chunks = math.ceil(input_len / room)
+    new = input_len - cached  # prefix-cached tokens are attended, not computed
+    chunks = math.ceil(new / room)
     tau_d = step(n, ctx, 0.0, 0.0)
-    tau_c = step(n, ctx, input_len / chunks, input_len / 2.0)
+    tau_c = step(n, ctx, new / chunks, cached + new / 2.0)
     busy = rate * chunks * tau_c
     s_pf = chunks * tau_c
     if busy >= 1.0:
@@ -118,23 +131,42 @@ def _little(step: StepFn, rate: float, input_len: int, output_len: int, sched: S
     budget = sched.max_num_batched_tokens
 
     def gap(n: float) -> float:
-        st = _steady(step, rate, n, input_len, output_len, budget)
+        st = _steady(step, rate, n, input_len, output_len, budget, sched.cached_prompt_tokens)
         return math.inf if st.prefill_busy >= 1.0 else rate * st.time_in_batch - n
 
     hi = float(sched.slots)
-    if gap(hi) > 0:
-        return None
-    lo = 0.0
-    # time_in_batch grows about linearly with n: one crossing, found by bisection to 0.1 %.
-    for _ in range(60):
-        mid = (lo + hi) / 2.0
-        if gap(mid) > 0:
-            lo = mid
+    g_hi = gap(hi)
+    if g_hi > 0:
+        # Full slots may be unstable (prompt steps saturate as the budget left for prompts shrinks) while a
+        # smaller batch is not: probe below before calling the rate over capacity.
+        for _ in range(8):
+            hi /= 2.0
+            g_hi = gap(hi)
+            if g_hi <= 0:
+                break
         else:
-            hi = mid
-        if hi - lo <= 1e-3 * max(hi, 1e-3):
+            return None
+    lo, g_lo = 0.0, gap(0.0)
+    # time_in_batch grows about linearly with n: one crossing, found by regula falsi (Illinois) to 0.1 %,
+    # a few evaluations where bisection takes a dozen (the planner asks thousands of times).
+    side = 0
+    n = hi
+    for _ in range(60):
+        n = (lo + hi) / 2.0 if math.isinf(g_hi) else (lo * g_hi - hi * g_lo) / (g_hi - g_lo)
+        g = gap(n)
+        if g > 0:
+            lo, g_lo = n, g
+            if side == -1:
+                g_hi /= 2.0
+            side = -1
+        else:
+            hi, g_hi = n, g
+            if side == 1:
+                g_lo /= 2.0
+            side = 1
+        if hi - lo <= 1e-3 * max(hi, 1e-3) or abs(g) <= 1e-4 * max(n, 1e-3):
             break
-    return _steady(step, rate, hi, input_len, output_len, budget)
+    return _steady(step, rate, n, input_len, output_len, budget, sched.cached_prompt_tokens)
 
 
 def erlang_c(servers: int, offered: float) -> float:
@@ -166,7 +198,7 @@ def _wait_cdf(x: float, waits: tuple[tuple[float, float], ...]) -> float:
 
 
 #: Midpoints over which the residual of the step in progress (uniform on [0, tau]) is averaged.
-_RESIDUAL_POINTS = 16
+_RESIDUAL_POINTS = 8
 
 
 def _ttft_cdf(t: float, s_pf: float, busy: float, tau: float, waits: tuple[tuple[float, float], ...]) -> float:
@@ -181,7 +213,9 @@ def _ttft_cdf(t: float, s_pf: float, busy: float, tau: float, waits: tuple[tuple
 
 def _quantile(q: float, s_pf: float, busy: float, tau: float, waits: tuple[tuple[float, float], ...]) -> float:
     lo, hi = s_pf, s_pf + tau + 1e-9
-    while _ttft_cdf(hi, s_pf, busy, tau, waits) < q:
+    for _ in range(200):  # doubling: bounded, as the planner must never hang on an extreme input
+        if _ttft_cdf(hi, s_pf, busy, tau, waits) >= q:
+            break
         hi = s_pf + 2.0 * (hi - s_pf)
     for _ in range(50):
         mid = (lo + hi) / 2.0
@@ -189,7 +223,7 @@ def _quantile(q: float, s_pf: float, busy: float, tau: float, waits: tuple[tuple
             lo = mid
         else:
             hi = mid
-        if hi - lo <= 1e-4 * hi:
+        if hi - lo <= 1e-3 * hi:
             break
     return hi
 
@@ -200,7 +234,8 @@ def _unstable(rate: float, sched: Scheduler) -> LoadPoint:
 
 
 def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: int, sched: Scheduler,
-                  slot_service_cv2: float = SLOT_SERVICE_CV2) -> LoadPoint:
+                  slot_service_cv2: float = SLOT_SERVICE_CV2,
+                  quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)) -> LoadPoint:
     """One replica under Poisson arrivals at `rate_per_s`: running batch, TPOT and TTFT percentiles.
 
     TTFT = own prefill steps + a wait for the prompt steps queued ahead (M/D/1: prompts served one after the
@@ -208,6 +243,7 @@ def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: i
     a wait for a batch slot (M/G/c, Erlang C with the Allen-Cunneen correction). Each wait is an atom at zero
     plus an exponential tail; the percentiles of the sum are solved from its CDF. `slot_service_cv2` is the
     squared coefficient of variation of the time a request holds a slot (0: every request the same length).
+    Only the TTFT `quantiles` asked for are solved (the others are NaN): the planner needs p99 alone.
     """
     if rate_per_s <= 0:
         raise ValueError("rate must be positive")
@@ -224,25 +260,36 @@ def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: i
     # step is in progress (those are in the M/D/1 wait).
     busy = (1.0 - math.exp(-st.n)) * (1.0 - rho_p)
     mean = st.s_pf + busy * st.tau_decode / 2.0 + rho_p * theta_p + p_wait * theta_s
-    p50, p90, p99 = (_quantile(q, st.s_pf, busy, st.tau_decode, waits) for q in (0.5, 0.9, 0.99))
+    p50, p90, p99 = (_quantile(q, st.s_pf, busy, st.tau_decode, waits) if q in quantiles else math.nan
+                     for q in (0.5, 0.9, 0.99))
     decode = (output_len - 1) * st.tpot
     return LoadPoint(
         rate_per_s=rate_per_s, stable=True, running_batch=st.n, slot_utilisation=st.n / c,
         prefill_utilisation=rho_p, prefill_tokens_per_step=rate_per_s * input_len * st.tpot, tpot_s=st.tpot,
         prefill_service_s=st.s_pf, slot_wait_probability=p_wait, ttft_mean_s=mean, ttft_p50_s=p50,
         ttft_p90_s=p90, ttft_p99_s=p99, e2e_mean_s=mean + decode, e2e_p99_s=p99 + decode,
+        cdf_terms=(st.s_pf, busy, st.tau_decode, waits),
     )
 
 
 def capacity_per_s(step: StepFn, input_len: int, output_len: int, sched: Scheduler) -> float:
     """The arrival rate at which the replica saturates (slots full or prompt steps taking all the time), req/s."""
+    slots, budget = float(sched.slots), sched.max_num_batched_tokens
+
     def stable(rate: float) -> bool:
+        # n = rate x time_in_batch(n) has a root below the slots iff the gap at full slots is <= 0 (the gap is
+        # positive at n = 0 and about linear), so one evaluation at full slots decides.
+        st = _steady(step, rate, slots, input_len, output_len, budget, sched.cached_prompt_tokens)
+        if st.prefill_busy < 1.0 and rate * st.time_in_batch <= slots:
+            return True
         return _little(step, rate, input_len, output_len, sched) is not None
 
-    full = _steady(step, 0.0, float(sched.slots), input_len, output_len, sched.max_num_batched_tokens)
-    hi = sched.slots / full.time_in_batch * 1.5
+    full = _steady(step, 0.0, slots, input_len, output_len, budget, sched.cached_prompt_tokens)
+    hi = slots / full.time_in_batch * 1.5
     lo = 0.0
-    while stable(hi):
+    for _ in range(60):
+        if not stable(hi):
+            break
         lo, hi = hi, hi * 2.0
     for _ in range(40):
         mid = (lo + hi) / 2.0
@@ -250,6 +297,6 @@ def capacity_per_s(step: StepFn, input_len: int, output_len: int, sched: Schedul
             lo = mid
         else:
             hi = mid
-        if hi - lo <= 2e-3 * hi:
+        if hi - lo <= 1e-2 * hi:
             break
     return lo

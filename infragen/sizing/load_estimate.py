@@ -13,7 +13,7 @@ from infragen.architecture import ModelArchitecture
 from infragen.catalog.records import Accelerator
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
-from infragen.sizing.estimate import estimate
+from infragen.sizing.estimate import cached_prompt_tokens, estimate
 from infragen.sizing.load import LoadPoint, Scheduler, StepFn, capacity_per_s, serve_at_rate
 from infragen.sizing.memory import max_sequences, vllm_memory, vllm_profile_tokens
 from infragen.sizing.performance import (
@@ -48,9 +48,17 @@ class LoadModel:
     input_len: int
     output_len: int
     _regime_setup: object
+    decode_factor: float = 1.0
+    prefill_factor: float = 1.0
 
-    def at(self, rate_per_s: float) -> LoadPoint:
-        return serve_at_rate(self.step, rate_per_s, self.input_len, self.output_len, self.scheduler)
+    def slowed(self, factor: float) -> LoadModel:
+        """The same replica with every step `factor` times longer (the planner's confidence margin)."""
+        step = _step_fn(self._regime_setup, self.decode_factor, self.prefill_factor, factor)
+        return replace(self, step=step)
+
+    def at(self, rate_per_s: float, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)) -> LoadPoint:
+        return serve_at_rate(self.step, rate_per_s, self.input_len, self.output_len, self.scheduler,
+                             quantiles=quantiles)
 
     def capacity_per_s(self) -> float:
         return _capacity(self.step, self.input_len, self.output_len, self.scheduler)
@@ -74,6 +82,7 @@ def prepare_load(
     pp: int = 1, nodes: int = 1, input_len: int, output_len: int, max_model_len: int | None = None,
     gpu_memory_utilization: float = 0.9, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
     plan_flags: bool = False, decode_factor: float = 1.0, prefill_factor: float = 1.0,
+    prefix_cache_hit_rate: float = 0.0,
 ) -> LoadModel | Estimate:
     """The load model of one vLLM replica, or estimate()'s answer when it does not fit.
 
@@ -83,7 +92,8 @@ def prepare_load(
     base = estimate(model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine="vllm", tp=tp,
                     pp=pp, nodes=nodes, input_len=input_len, output_len=output_len, concurrency=None,
                     max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                    decode_factor=decode_factor, prefill_factor=prefill_factor)
+                    decode_factor=decode_factor, prefill_factor=prefill_factor,
+                    prefix_cache_hit_rate=prefix_cache_hit_rate)
     if not base.fits:
         return base
     acc = hardware.accelerator
@@ -108,21 +118,22 @@ def prepare_load(
     if slots < seqs:
         notes.append(f"the KV cache holds {slots} requests of {input_len} + {output_len} tokens "
                      f"(max_num_seqs {seqs})")
+    cached = cached_prompt_tokens(input_len, prefix_cache_hit_rate, c.vllm_memory.block_size_tokens)
     return LoadModel(replace(base, notes=tuple(notes)), _step_fn(setup, decode_factor, prefill_factor),
-                     Scheduler(slots, budget), source, input_len, output_len, setup)
+                     Scheduler(slots, budget, cached), source, input_len, output_len, setup, decode_factor,
+                     prefill_factor)
 
 
 @lru_cache(maxsize=1024)
-def _step_fn(setup: object, decode_factor: float, prefill_factor: float) -> StepFn:
-    """token_step_s of the setup, its decode part and its prompt part scaled by a calibration profile's factors.
-
-    Cached so that equal setups share one function (capacity is cached on it)."""
+def _step_fn(setup: object, decode_factor: float, prefill_factor: float, slowdown: float = 1.0) -> StepFn:
+    """token_step_s of the setup, its decode part and its prompt part scaled by a calibration profile's factors,
+    the whole step by `slowdown`. Cached so that equal setups share one function (capacity is cached on it)."""
     def step(n: float, ctx: float, p: float, pctx: float) -> float:
         full = token_step_s(setup, n, ctx, p, pctx)  # type: ignore[arg-type]
         if decode_factor == 1.0 and prefill_factor == 1.0:
-            return full
+            return full * slowdown
         decode = token_step_s(setup, n, ctx, 0.0, 0.0)  # type: ignore[arg-type]
-        return decode / decode_factor + (full - decode) / prefill_factor
+        return (decode / decode_factor + (full - decode) / prefill_factor) * slowdown
 
     return step
 

@@ -10,18 +10,22 @@ from collections.abc import Callable
 #: little (policy choice, not a measurement).
 RHO_MAX = 0.8
 
-METHOD_QPS = (f"open loop: replicas = ceil(peak requests/s / ({RHO_MAX} x capacity per replica)); capacity = "
-              "requests/s of one replica at the largest batch whose TTFT/TPOT/E2E (inflated by the uncertainty "
-              "band) meet the SLOs (Little's law: batch / end-to-end latency)")
+METHOD_QPS = ("open loop (load model, docs/performance-model.md#load-arrival-rate-estimate---rate): replicas = "
+              "ceil(peak requests/s / rate per replica), the rate per replica = the largest Poisson arrival rate "
+              "whose TTFT p99, TPOT and E2E p99 (every step slowed by the slo_confidence factor) meet the SLOs, "
+              "with vLLM's chunked prefill, batch slots and queueing modelled")
+METHOD_QPS_SLOTS = (f"open loop (llama.cpp slots): replicas = ceil(peak requests/s / ({RHO_MAX} x capacity per "
+                    "replica)); capacity = requests/s of one replica at the largest batch whose TTFT/TPOT/E2E "
+                    "(x the slo_confidence factor) meet the SLOs (Little's law: batch / end-to-end latency)")
 METHOD_USERS = ("closed loop: replicas = ceil(concurrent users / batch per replica), batch = the largest whose "
-                "TTFT/TPOT/E2E (inflated by the uncertainty band) meet the SLOs; every user has one request "
+                "TTFT/TPOT/E2E (x the slo_confidence factor) meet the SLOs; every user has one request "
                 "in flight at peak")
 METHOD_USERS_THINK = (
     "closed loop with think time: each user waits think_time_s between an answer and the next request, so "
     "requests in flight = users x E2E / (think + E2E) and the arrival rate = users / (think + E2E); users send "
     "independently (each in flight a share p = E2E / (think + E2E) of the time), so a replica serves the most users "
     "n whose in-flight requests stay within its batch B 99% of the time (n p + 2.326 sqrt(n p (1 - p)) <= B); "
-    "replicas = ceil(users / n), B = the largest batch whose TTFT/TPOT/E2E (inflated by the uncertainty band) meet "
+    "replicas = ceil(users / n), B = the largest batch whose TTFT/TPOT/E2E (x the slo_confidence factor) meet "
     "the SLOs")
 #: Standard normal 99th percentile: the closed loop keeps the in-flight requests within the batch 99% of the time,
 #: the percentile the SLOs are stated at (slo.ttft_p99_ms).
@@ -30,10 +34,11 @@ Z_P99 = 2.326
 MAX_FIXED_POINT_ROUNDS = 8
 
 
-def replicas_for_rate(peak_requests_per_s: float, capacity_requests_per_s: float, min_replicas: int) -> int:
-    if capacity_requests_per_s <= 0:
+def replicas_for_rate(peak_requests_per_s: float, per_replica_requests_per_s: float, min_replicas: int) -> int:
+    """Replicas when each may carry `per_replica_requests_per_s` (already below its capacity)."""
+    if per_replica_requests_per_s <= 0:
         raise ValueError("capacity must be positive")
-    return max(min_replicas, math.ceil(peak_requests_per_s / (RHO_MAX * capacity_requests_per_s) - 1e-9))
+    return max(min_replicas, math.ceil(peak_requests_per_s / per_replica_requests_per_s - 1e-9))
 
 
 def users_per_replica(batch: int, e2e_s: float, think_time_s: float) -> float:

@@ -14,13 +14,14 @@ from infragen.catalog import Catalog
 from infragen.catalog.load_balancers import load_balancer_facts
 from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
-from infragen.sizing import queueing, resources
+from infragen.sizing import open_loop, queueing, resources
 from infragen.sizing import spot as spot_floor
 from infragen.sizing.compat_gate import layout_rejection
 from infragen.sizing.context import search_model_len
 from infragen.sizing.estimate import estimate as default_estimator
 from infragen.sizing.hardware import hardware_from_instance
 from infragen.sizing.types import Estimate, Hardware
+from infragen.sizing.uncertainty import latency_factor
 from infragen.spec import LLAMA_CPP_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
 from infragen.units import HOURS_PER_MONTH
 
@@ -60,6 +61,9 @@ class Sizing:
     """How far the binding constraint is missed (needed / allowed, > 1); inf when there is no measure."""
     first: Estimate | None = None
     """The estimate at batch 1 (the lowest latency reachable), when the layout fits."""
+    least_ms: tuple[float, float, float] | None = None
+    """Open loop on vLLM: (TTFT p99, TPOT, E2E p99) at a trickle of requests with the confidence factor applied,
+    the least each SLO could be for this layout; None: the batch-1 estimate times the factor stands in."""
 
 
 @dataclass(frozen=True)
@@ -145,20 +149,21 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
 
 
 def _meets(spec: WorkloadSpec, est: Estimate) -> str | None:
-    """None when the estimate meets every SLO (values inflated by their uncertainty band), else why not."""
-    k = 1.0 + est.relative_uncertainty
+    """None when the estimate meets every SLO (values x the regime's slo_confidence factor), else why not."""
+    k = latency_factor(est.regime, spec.slo_confidence)
     slo = spec.slo
     checks = (("TTFT", slo.ttft_p99_ms, est.ttft_ms), ("TPOT", slo.tpot_ms, est.tpot_ms),
               ("E2E", slo.e2e_p99_ms, est.e2e_ms))
     for name, target, value in checks:
         if target is not None and value * k > target:
-            return f"{name} {value:.1f} ms (x{k:.2f} band = {value * k:.1f} ms) exceeds the {target:g} ms SLO"
+            return (f"{name} {value:.1f} ms (x{k:.2f} for {spec.slo_confidence} confidence = {value * k:.1f} ms) "
+                    f"exceeds the {target:g} ms SLO")
     return None
 
 
 def _slo_miss(spec: WorkloadSpec, est: Estimate) -> float:
-    """Largest ratio of a band-inflated latency to its SLO (<= 1 when every SLO is met)."""
-    k = 1.0 + est.relative_uncertainty
+    """Largest ratio of a confidence-inflated latency to its SLO (<= 1 when every SLO is met)."""
+    k = latency_factor(est.regime, spec.slo_confidence)
     slo = spec.slo
     pairs = ((slo.ttft_p99_ms, est.ttft_ms), (slo.tpot_ms, est.tpot_ms), (slo.e2e_p99_ms, est.e2e_ms))
     return max((value * k / target for target, value in pairs if target is not None), default=0.0)
@@ -202,6 +207,8 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
         return reject(exc.message)
     if not top.fits or top.max_concurrency < 1:
         return reject(top.reason or "does not fit", miss=_memory_miss(hw, layout, top, mml))
+    if t.peak_requests_per_s is not None and layout.engine == "vllm":
+        return _size_open_loop(spec, model, inst, hw, layout, mml, top, run(1))
     levels = sorted({b for b in BATCH_LEVELS if b < top.max_concurrency} | {top.max_concurrency})
     best: Estimate | None = None
     first: Estimate | None = None
@@ -233,16 +240,32 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
         at_peak = runs[in_flight]
     else:
         assert t.peak_requests_per_s is not None
-        replicas = queueing.replicas_for_rate(t.peak_requests_per_s, best.requests_per_s, spec.min_replicas)
+        # llama.cpp slots: no load model; the peak may use RHO_MAX of the best batch's capacity
+        per_replica = queueing.RHO_MAX * best.requests_per_s
+        replicas = queueing.replicas_for_rate(t.peak_requests_per_s, per_replica, spec.min_replicas)
         in_flight = t.peak_requests_per_s / replicas * best.e2e_ms / 1000.0  # Little's law
         at_peak = run(max(1, min(batch, math.ceil(in_flight))))
-    return Sizing(inst, hw, layout, _with_capacity(at_peak, best), batch, replicas, None,
+        best = replace(best, requests_per_s=per_replica)
+    return Sizing(inst, hw, layout, _with_capacity(at_peak, best, spec), batch, replicas, None,
                   best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms, miss=1.0, first=first)
 
 
-def _with_capacity(at_peak: Estimate, best: Estimate) -> Estimate:
-    """The estimate at peak load, carrying the capacity (requests/s) of the best batch."""
-    return replace(at_peak, requests_per_s=best.requests_per_s, max_concurrency=best.max_concurrency)
+def _with_capacity(at_peak: Estimate, best: Estimate, spec: WorkloadSpec) -> Estimate:
+    """The estimate at peak load, carrying the capacity (requests/s) of the best batch and the confidence factor."""
+    return replace(at_peak, requests_per_s=best.requests_per_s, max_concurrency=best.max_concurrency,
+                   latency_factor=latency_factor(best.regime, spec.slo_confidence))
+
+
+def _size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
+                    mml: int, top: Estimate, first: Estimate) -> Sizing:
+    """vLLM under traffic.peak_requests_per_s: the load model's fewest replicas (sizing/open_loop.py)."""
+    ol = open_loop.size_open_loop(spec, model, hw, precision=layout.precision, tp=layout.tp, pp=layout.pp,
+                                  nodes=layout.nodes_per_replica, max_model_len=mml, regime=top.regime)
+    if ol.rejected is not None or ol.estimate is None:
+        return Sizing(inst, hw, layout, None, 0, 0, ol.rejected or "does not fit", best_ttft_ms=first.ttft_ms,
+                      best_tpot_ms=first.tpot_ms, miss=ol.miss, first=first, least_ms=ol.trickle_ms)
+    return Sizing(inst, hw, layout, ol.estimate, ol.slots, ol.replicas, None, best_ttft_ms=first.ttft_ms,
+                  best_tpot_ms=first.tpot_ms, miss=1.0, first=first)
 
 
 def _check_node(spec: WorkloadSpec, s: Sizing) -> tuple[str, float] | None:

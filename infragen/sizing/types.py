@@ -139,3 +139,15 @@ class Estimate:
     """Which physics dominates, e.g. `gpu-decode-memory-bound`, `cpu-generation`."""
     notes: tuple[str, ...] = ()
     """Assumptions and caveats."""
+    ttft_p50_ms: float | None = None
+    """Open loop (load model): median TTFT at the arrival rate, ms; None at a fixed concurrency."""
+    ttft_p99_ms: float | None = None
+    """Open loop: 99th-percentile TTFT at the arrival rate (queueing included), ms."""
+    e2e_p99_ms: float | None = None
+    """Open loop: TTFT p99 plus the output's decode time, ms."""
+    running_batch: float | None = None
+    """Open loop: mean requests holding a batch slot at the arrival rate."""
+    utilisation: float | None = None
+    """Open loop: share of the replica's saturation (slots or prompt steps) the arrival rate uses."""
+    latency_factor: float = 1.0
+    """What predicted latencies were multiplied by for the SLO check (slo_confidence)."""

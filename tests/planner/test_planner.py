@@ -4,6 +4,7 @@ tiny catalog, determinism, JSON round-trip, infeasible exits 3 with guidance."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -19,7 +20,9 @@ from infragen.errors import InfeasibleError
 from infragen.plan import Plan
 from infragen.sizing import estimate, plan_file, plan_workload, search
 from infragen.sizing.hardware import hardware_from_instance
-from infragen.sizing.search import _meets
+from infragen.sizing.load_estimate import LoadModel, prepare_load
+from infragen.sizing.open_loop import NO_SLO_UTILISATION, slo_miss
+from infragen.sizing.uncertainty import latency_factor
 from infragen.spec import WorkloadSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,13 +38,17 @@ def test_every_example_plans_and_meets_its_slos(path: Path) -> None:
     assert d.replicas >= spec.min_replicas
     assert d.precision in spec.precision
     slo = spec.slo
-    band = 1 + plan.estimate.relative_uncertainty
+    est = plan.estimate
+    assert est.slo_confidence == spec.slo_confidence and est.latency_factor is not None
+    k = est.latency_factor  # the SLOs hold on the estimate times the confidence factor
     if slo.tpot_ms:
-        assert plan.estimate.tpot_ms * band <= slo.tpot_ms
+        assert est.tpot_ms * k <= slo.tpot_ms
     if slo.ttft_p99_ms:
-        assert plan.estimate.ttft_ms * band <= slo.ttft_p99_ms
+        assert (est.ttft_p99_ms if est.ttft_p99_ms is not None else est.ttft_ms) * k <= slo.ttft_p99_ms
     if spec.traffic.peak_requests_per_s:
-        assert plan.estimate.capacity_requests_per_s * d.replicas * 0.8 >= spec.traffic.peak_requests_per_s - 1e-9
+        assert est.capacity_requests_per_s * d.replicas >= spec.traffic.peak_requests_per_s - 1e-9
+        if d.engine == "vllm":  # the load model: percentiles at the peak's per-replica rate
+            assert est.ttft_p50_ms <= est.ttft_p99_ms and est.running_batch > 0
     assert plan.hardware.memory_gib >= plan.hardware.required_memory_gib
     assert "--api-key" not in plan.engine.argv
     if d.nodes_per_replica > 1:
@@ -108,16 +115,28 @@ def test_no_cheaper_feasible_candidate_exists(qps, tpot, ttft, prompt, precision
                 continue
             if precision == "fp8" and hw.accelerator.fp8_tflops is None:
                 continue
-            for batch in (1, 2, 4, 8, 16, 32, 64, 128, 256):
-                est = estimate(model, hw, precision=precision, tp=tp, input_len=prompt, output_len=128,
-                               concurrency=batch, max_model_len=8192)
-                if not est.fits or est.concurrency < batch or _meets(spec, est) is not None:
-                    continue
-                per_node = inst.gpu_count // tp
-                replicas = max(1, -(-qps // (0.8 * est.requests_per_s)))
-                if inst.memory_gib < 1.5 * est.weights_gib_per_gpu * tp * per_node:
-                    continue
-                feasible_costs.append(-(-replicas // per_node) * price)
+            # Brute force over replicas with the load model: the fewest whose per-replica Poisson rate meets the
+            # SLOs with every step slowed by the confidence factor (the planner bisects on the rate instead).
+            load = prepare_load(model, hw, precision=precision, tp=tp, input_len=prompt, output_len=128,
+                                max_model_len=8192, plan_flags=True)
+            if not isinstance(load, LoadModel):
+                continue
+            top = estimate(model, hw, precision=precision, tp=tp, input_len=prompt, output_len=128,
+                           concurrency=None, max_model_len=8192)
+            slow = load.slowed(latency_factor(top.regime, spec.slo_confidence))
+            slo = (spec.slo.ttft_p99_ms, spec.slo.tpot_ms, spec.slo.e2e_p99_ms)
+            if slo_miss(slo, slow.at(slow.capacity_per_s() * 1e-3))[0] > 1:  # the planner's trickle
+                continue
+            if slo == (None, None, None):  # no SLO: the policy's utilisation cap of the saturation rate
+                replicas = max(1, math.ceil(qps / (NO_SLO_UTILISATION * slow.capacity_per_s()) - 1e-9))
+            else:
+                replicas = max(1, math.ceil(qps / slow.capacity_per_s()))
+                while slo_miss(slo, slow.at(qps / replicas))[0] > 1:
+                    replicas += 1
+            per_node = inst.gpu_count // tp
+            if inst.memory_gib < 1.5 * load.base.weights_gib_per_gpu * tp * per_node:
+                continue
+            feasible_costs.append(-(-replicas // per_node) * price)
     if plan is None:
         assert not feasible_costs
     else:

@@ -71,7 +71,7 @@ def test_your_price_plans_an_unpriced_region_and_the_plan_records_it(
     inline = workload(tmp_path, regions=["il-central-1"],
                       prices=[{"instance_type": "g6e.xlarge", "region": "il-central-1", "on_demand_usd_per_hour": 2.5}])
     code, text = run(capsys, "plan", str(inline))
-    assert code == 0 and "$10,950/month" in text and "your price" in text
+    assert code == 0 and "$12,775/month" in text and "your price" in text
 
 
 def test_a_price_for_an_unknown_type_or_region_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

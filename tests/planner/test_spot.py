@@ -40,9 +40,10 @@ def test_the_base_carries_the_median_hour_and_is_billed_on_demand(tmp_path: Path
     s, d, sc = plan.spot, plan.deployment, plan.scaling
     assert s is not None and sc is not None and sc.hourly_profile is not None
     assert d.instance_type == "g6e.2xlarge" and d.nodes_per_replica == d.replicas_per_node == 1
-    # The median hour of the profile, at the load one replica carries at the 80 % cap, never below min_replicas.
+    # The median hour of the profile, at the load one replica carries within the SLOs (the load model's rate per
+    # replica, plan.estimate.capacity_requests_per_s), never below min_replicas.
     median = statistics.median(sc.hourly_profile) * 25
-    assert s.on_demand_base_replicas == max(2, math.ceil(median / (0.8 * plan.estimate.capacity_requests_per_s)))
+    assert s.on_demand_base_replicas == max(2, math.ceil(median / plan.estimate.capacity_requests_per_s))
     assert s.on_demand_base_replicas == s.on_demand_base_nodes == 3 and s.spot_nodes == d.nodes - 3
     assert "median hour" in s.base_basis
     expected = (3 * 2.0 + (d.nodes - 3) * 0.8) * 730
@@ -51,7 +52,7 @@ def test_the_base_carries_the_median_hour_and_is_billed_on_demand(tmp_path: Path
     assert plan.cost.spot_usd_per_month == pytest.approx(d.nodes * 0.8 * 730, abs=0.01)
     assert sc.usd_per_month_at_peak == pytest.approx(expected, abs=0.01)
     assert plan.bill is not None and plan.bill.lines[0].usd_per_month_at_peak == pytest.approx(expected, abs=0.01)
-    assert "with 3 on demand and 3 on spot" in plan.bill.lines[0].quantity
+    assert f"with 3 on demand and {d.nodes - 3} on spot" in plan.bill.lines[0].quantity
     assert s.interruption_band is None and "Spot Instance Advisor" in s.interruption_note
     assert "two minutes" in s.risk
 
