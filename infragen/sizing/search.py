@@ -20,6 +20,7 @@ from infragen.sizing.compat_gate import layout_rejection
 from infragen.sizing.context import search_model_len
 from infragen.sizing.estimate import estimate as default_estimator
 from infragen.sizing.hardware import hardware_from_instance
+from infragen.sizing.memo import EstimateMemo
 from infragen.sizing.types import Estimate, Hardware
 from infragen.sizing.uncertainty import latency_factor
 from infragen.spec import LLAMA_CPP_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
@@ -210,17 +211,7 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     if t.peak_requests_per_s is not None and layout.engine == "vllm":
         return _size_open_loop(spec, model, inst, hw, layout, mml, top, run(1))
     levels = sorted({b for b in BATCH_LEVELS if b < top.max_concurrency} | {top.max_concurrency})
-    best: Estimate | None = None
-    first: Estimate | None = None
-    for b in levels:
-        est = run(b)
-        first = first or est
-        if _meets(spec, est) is None:
-            if best is None or est.requests_per_s >= best.requests_per_s:
-                best = est
-        elif best is not None:
-            break  # latency only grows with batch
-    assert first is not None
+    first, best = largest_meeting_batch(levels, run, lambda est: _meets(spec, est) is None)
     if best is None:
         return reject(f"at batch 1: {_meets(spec, first)}", best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms,
                       miss=_slo_miss(spec, first), first=first)
@@ -248,6 +239,33 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
         best = replace(best, requests_per_s=per_replica)
     return Sizing(inst, hw, layout, _with_capacity(at_peak, best, spec), batch, replicas, None,
                   best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms, miss=1.0, first=first)
+
+
+def largest_meeting_batch(levels: list[int], run: Callable[[int], Estimate],
+                          meets: Callable[[Estimate], bool]) -> tuple[Estimate, Estimate | None]:
+    """(the estimate at the smallest batch, the one at the largest batch meeting the SLOs, or None if none does).
+
+    Latency grows and throughput does not fall with the batch (performance.py's step model), so the batches that
+    meet the SLOs are a prefix of `levels` and the last of them serves the most requests: a bisection finds it
+    with about log2(len(levels)) estimates instead of one per level (benchmarks/plan_speed.py).
+    """
+    seen: dict[int, Estimate] = {}
+
+    def at(i: int) -> Estimate:
+        if i not in seen:
+            seen[i] = run(levels[i])
+        return seen[i]
+
+    if not meets(at(0)):
+        return seen[0], None
+    lo, hi = 0, len(levels) - 1  # levels[lo] meets; the answer is in lo..hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if meets(at(mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return seen[0], seen[lo]
 
 
 def _with_capacity(at_peak: Estimate, best: Estimate, spec: WorkloadSpec) -> Estimate:
@@ -378,6 +396,7 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
     """Evaluate every candidate in scope; nothing is dropped without a reason."""
     allow, deny = set(spec.instance_families.allow), set(spec.instance_families.deny)
     result = SearchResult()
+    estimator = EstimateMemo(estimator)  # sizes and regions sharing their GPUs share estimates (sizing/memo.py)
     for cloud in spec.clouds():
         for inst in catalog.instances_for(cloud):
             fam = inst.family

@@ -1,0 +1,60 @@
+"""One estimate per distinct question within a search: the sizes of a family that share their GPUs ask the same.
+
+A vLLM replica on one node is modelled from its GPUs alone (model, count, memory per GPU): the node's CPU, RAM and
+network are checked after the estimate (search._check_node). So g6e.xlarge ... g6e.16xlarge (one L40S each),
+which differ only in vCPUs, RAM and price, share one estimate per layout and batch, and every region is a price
+lookup. The estimator is called with that GPU-only view of the node, so a shared answer cannot depend on what the
+key leaves out. A replica across nodes also keys on the network and RDMA. llama.cpp (CPU) estimates pass through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from infragen.architecture import ModelArchitecture
+from infragen.sizing.types import Estimate, Hardware
+
+_Estimator = Callable[..., Estimate]
+_Key = tuple[Any, ...]
+
+
+def gpu_side(hw: Hardware, *, multi_node: bool) -> Hardware:
+    """What a vLLM estimate of `hw` may read: its GPUs (and, across nodes, the network), named by them."""
+    assert hw.accelerator is not None
+    return Hardware(name=f"{hw.gpu_count} x {hw.accelerator.id}", accelerator=hw.accelerator,
+                    gpu_count=hw.gpu_count, gpu_memory_gib=hw.gpu_memory_gib, cpu=None, vcpus=None,
+                    memory_gib=None, network_gbps=hw.network_gbps if multi_node else None,
+                    rdma=hw.rdma if multi_node else "none")
+
+
+@dataclass
+class EstimateMemo:
+    """An estimator that answers a repeated question from its table (one search's lifetime)."""
+
+    estimator: _Estimator
+    asked: int = 0
+    """Estimates asked for."""
+    computed: int = 0
+    """Estimates actually computed (the rest were answered from the table)."""
+    _table: dict[_Key, Estimate] = field(default_factory=dict)
+    _views: dict[_Key, Hardware] = field(default_factory=dict)
+
+    def __call__(self, model: ModelArchitecture, hw: Hardware, **kw: Any) -> Estimate:
+        self.asked += 1
+        if kw.get("engine") != "vllm" or hw.accelerator is None:
+            self.computed += 1
+            return self.estimator(model, hw, **kw)
+        multi = kw.get("nodes", 1) > 1
+        hw_key = (hw.accelerator.id, hw.gpu_count, hw.gpu_memory_gib,
+                  (hw.network_gbps, hw.rdma) if multi else None)
+        key = (id(model), hw_key, tuple(sorted(kw.items())))
+        hit = self._table.get(key)
+        if hit is None:
+            view = self._views.get(hw_key)
+            if view is None:
+                view = self._views[hw_key] = gpu_side(hw, multi_node=multi)
+            self.computed += 1
+            hit = self._table[key] = self.estimator(model, view, **kw)
+        return hit
