@@ -299,6 +299,11 @@ class CostPlan(_Frozen):
     """Same deployment on spot (None when the catalog has no spot price)."""
     price_source: Text
     """Where the price came from, with its date."""
+    usd_per_million_output_tokens_at_capacity: float | None = None
+    """Instances only: $ per 1M output tokens with every replica serving its SLO-meeting capacity (hourly cost /
+    output tokens per hour at capacity; `plan --sort token-cost` ranks by it); None without a price."""
+    usd_per_million_output_tokens_at_peak: float | None = None
+    """Instances only: $ per 1M output tokens at the workload's peak (the bill's figure adds its other lines)."""
 
 
 class Alternative(_Frozen):
@@ -332,6 +337,11 @@ class Alternative(_Frozen):
     """Its expected TTFT at peak, when it fits."""
     tpot_ms: float | None = None
     """Its expected TPOT at peak, when it fits."""
+    usd_per_million_output_tokens_at_capacity: float | None = None
+    """Instances only: $ per 1M output tokens with its replicas serving their SLO-meeting capacity (None when it
+    cannot serve or has no price)."""
+    usd_per_million_output_tokens_at_peak: float | None = None
+    """Instances only: $ per 1M output tokens at the workload's peak (None when it cannot serve or has no price)."""
     feasible: bool = False
     """True when it meets every constraint and lost on cost or latency only."""
     miss: float | None = None

@@ -31,18 +31,25 @@ def _rows(plan: Plan, limit: int | None = None) -> list[list[str]]:
     """The chosen plan, then the best candidate of each other priced type (the first `limit` of them)."""
     d, c = plan.deployment, plan.cost
     rows = [["CHOSEN", d.instance_type, d.region, d.engine, d.precision, f"{d.tp}/{d.pp}", str(d.replicas),
-             _money(c.usd_per_month if c.usd_per_hour else None), f"{plan.estimate.ttft_ms:.0f}",
+             _money(c.usd_per_month if c.usd_per_hour else None),
+             _per_mtok(c.usd_per_million_output_tokens_at_capacity), f"{plan.estimate.ttft_ms:.0f}",
              f"{plan.estimate.tpot_ms:.1f}", "cheapest meeting every constraint"]]
     for a in [a for a in plan.alternatives if not _unpriced(a)][:limit]:
         rows.append(["", a.instance_type, a.region, a.engine, a.precision, f"{a.tp}/{a.pp}",
                      "-" if a.replicas is None else str(a.replicas), _money(a.usd_per_month),
+                     _per_mtok(a.usd_per_million_output_tokens_at_capacity),
                      "-" if a.ttft_ms is None else f"{a.ttft_ms:.0f}", "-" if a.tpot_ms is None else f"{a.tpot_ms:.1f}",
                      a.rejected_because])
     return rows
 
 
-HEADER = ["", "instance", "region", "engine", "precision", "tp/pp", "replicas", "$/month", "TTFT ms", "TPOT ms",
-          "why"]
+def _per_mtok(x: float | None) -> str:
+    return "-" if x is None else _per_million(x)
+
+
+#: `$/1M out`: $ per 1M output tokens with the replicas at their SLO-meeting capacity (instances only).
+HEADER = ["", "instance", "region", "engine", "precision", "tp/pp", "replicas", "$/month", "$/1M out", "TTFT ms",
+          "TPOT ms", "why"]
 
 
 def _day_lines(plan: Plan) -> list[str]:

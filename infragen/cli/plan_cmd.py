@@ -22,25 +22,30 @@ TOP_ROWS = 10
 @click.option("--prices", type=click.Path(path_type=Path), default=None,
               help="YAML file of your own hourly prices (`prices: [{instance_type, region, on_demand_usd_per_hour}]`);"
                    " added to the workload's `prices:`, recorded in the plan.")
+@click.option("--sort", "sort_by", type=click.Choice(["cost", "token-cost"]), default="cost", show_default=True,
+              help="Order of the other candidates in the table and the JSON: cost = monthly cost (the planner's "
+                   "order); token-cost = $ per 1M output tokens with each candidate's replicas at their SLO-meeting "
+                   "capacity. The chosen deployment stays the cheapest.")
 @click.option("--all", "show_all", is_flag=True,
               help=f"List every instance type considered (the table shows the best {TOP_ROWS} others by default).")
 @click.option("--explain", "explain_type", default=None, metavar="TYPE",
               help="Say in one paragraph why instance type TYPE was or was not chosen (also for infeasible "
                    "workloads), layout by layout, and exit.")
-def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None, show_all: bool,
+def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None, sort_by: str, show_all: bool,
          explain_type: str | None) -> None:
     """Choose the cheapest deployment of WORKLOAD meeting every SLO. Offline; creates nothing.
 
     Exit status: 0 planned, 2 invalid input, 3 infeasible (with what would make it possible).
     """
     from infragen.cli.output import write_text_file
+    from infragen.present.order import order_candidates
     from infragen.report import render_markdown, render_text
     from infragen.sizing import explain_file, plan_file
 
     if explain_type is not None:
         click.echo(explain_file(workload, explain_type, prices=prices))
         return
-    result = plan_file(workload, prices=prices)
+    result = order_candidates(plan_file(workload, prices=prices), sort_by)  # type: ignore[arg-type]
     if fmt == "html":
         from infragen.present.html import render_html
 

@@ -243,6 +243,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         explanation.append(f"One replica spans {lay.nodes_per_replica} nodes: pipeline parallel over "
                            f"{inst.rdma.upper()} in a cluster placement group.")
     price_source = c.price_source
+    per_mtok = explain.token_costs(c, t)
     boot_time = resources.boot_time(weights_total_gib, inst.network_gbps,
                                     download_gbps=download_mbit_s / 1000 if download_mbit_s else None)
     scaling = _scaling(spec, c, est.requests_per_s, boot_time, floor)
@@ -301,9 +302,11 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                       else round(c.on_demand_usd_per_hour * HOURS_PER_MONTH, 2),
                       spot_usd_per_month=None if c.spot_usd_per_hour is None
                       else round(c.spot_usd_per_hour * HOURS_PER_MONTH, 2),
-                      price_source=price_source),
+                      price_source=price_source,
+                      usd_per_million_output_tokens_at_capacity=per_mtok[0],
+                      usd_per_million_output_tokens_at_peak=per_mtok[1]),
         secrets=SecretsPlan(hf_token_name=f"infragen/{name}/hf-token", api_key_name=f"infragen/{name}/api-key"),
-        explanation=explanation, warnings=warnings, alternatives=explain.alternatives(c, result), bootstrap=boot,
+        explanation=explanation, warnings=warnings, alternatives=explain.alternatives(c, result, t), bootstrap=boot,
         scaling=scaling, spot=floor,
     )
 

@@ -14,11 +14,11 @@ from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog
 from infragen.errors import InfeasibleError
 from infragen.plan import MAX_PLAN_LIST, Alternative
-from infragen.sizing import compat_fix
+from infragen.sizing import compat_fix, token_cost
 from infragen.sizing.open_loop import TRICKLE_PREFIX
 from infragen.sizing.search import LIMIT_PREFIX, Candidate, Estimator, SearchResult, search
 from infragen.sizing.uncertainty import latency_factor
-from infragen.spec import MAX_LIMIT_NODES, MAX_LIMIT_USD_PER_MONTH, WorkloadSpec
+from infragen.spec import MAX_LIMIT_NODES, MAX_LIMIT_USD_PER_MONTH, TrafficSpec, WorkloadSpec
 
 #: Closest candidates an infeasible message names (one per instance type).
 CLOSEST = 3
@@ -60,7 +60,18 @@ def _tie_break(chosen: Candidate, other: Candidate) -> str:
     return "comes first by instance id"
 
 
-def alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
+def token_costs(c: Candidate, traffic: TrafficSpec) -> tuple[float | None, float | None]:
+    """$ per 1M output tokens of a serving, priced candidate: at its own capacity and at the workload's peak."""
+    s, est = c.sizing, c.sizing.estimate
+    if est is None or s.rejected or c.usd_per_hour is None:
+        return None, None
+    capacity = token_cost.capacity_output_tokens_per_s(s.replicas, est.requests_per_s, traffic.output_tokens)
+    peak = token_cost.peak_output_tokens_per_s(traffic, s.replicas, est.output_tokens_per_s)
+    return (token_cost.usd_per_million_tokens(c.usd_per_hour, capacity),
+            token_cost.usd_per_million_tokens(c.usd_per_hour, peak))
+
+
+def alternatives(chosen: Candidate, result: SearchResult, traffic: TrafficSpec) -> list[Alternative]:
     """The best candidate of every other instance type considered, and why it lost."""
     out = []
     for cand in best_per_type(result.candidates):
@@ -76,6 +87,7 @@ def alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
         else:
             why = "ranked after the chosen plan (price unknown or higher)"
         serves = est is not None and not s.rejected
+        at_capacity, at_peak = token_costs(cand, traffic)
         out.append(Alternative(
             cloud=cand.cloud, region=cand.region, instance_type=s.instance.id, engine=lay.engine,
             precision=lay.precision, tp=lay.tp, pp=lay.pp, replicas_per_node=lay.replicas_per_node,
@@ -83,6 +95,7 @@ def alternatives(chosen: Candidate, result: SearchResult) -> list[Alternative]:
             replicas=s.replicas if serves else None, nodes=cand.nodes if serves else None,
             usd_per_month=None if cand.usd_per_month is None or s.rejected else round(cand.usd_per_month, 2),
             ttft_ms=round(est.ttft_ms, 1) if est else None, tpot_ms=round(est.tpot_ms, 2) if est else None,
+            usd_per_million_output_tokens_at_capacity=at_capacity, usd_per_million_output_tokens_at_peak=at_peak,
             feasible=cand.rejected is None,
             miss=None if cand.rejected is None or math.isinf(cand.miss) else round(min(cand.miss, 1e9), 3),
             rejected_because=why))
