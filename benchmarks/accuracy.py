@@ -1,30 +1,28 @@
 """Accuracy of infragen's memory and performance model on the calibration rows (benchmarks/data/).
 
 Prints, per source and per metric: count, median absolute percentage error, bias and the worst rows; then the
-TensorRT-LLM ceiling check and the per-regime error bands. `--fit` searches the engine constants (prints YAML).
-Run: python benchmarks/accuracy.py [--fit] [--rows]
+TensorRT-LLM ceiling check, the per-regime error bands, and the checks of accuracy_checks.py (TP scaling, the
+independent rows by regime and tp) and llama_bench_check.py. `--fit` searches the engine constants (prints YAML);
+`--doc FILE` rewrites FILE's report blocks. Rows and their label mapping: calibration_rows.py.
+Run: python benchmarks/accuracy.py [--fit] [--rows] [--doc docs/performance-model.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import io
 import math
 import re
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from infragen.architecture import ModelArchitecture
-from infragen.catalog import load_catalog
-from infragen.catalog.models import load_model_registry
 from infragen.catalog.records import Accelerator, CpuModel
 from infragen.sizing import constants as constants_mod
 from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
@@ -49,169 +47,34 @@ from infragen.sizing.types import Estimate, Hardware
 from infragen.units import GIB
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy_checks import TARGETS, moe_class, regime_split_report, tp_ratio_report, update_doc  # noqa: F401
+from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<name>)
+    _ARCH,
+    _CURRENT_VLLM_METRICS,
+    CURRENT_VLLM_GROUP,
+    CURRENT_VLLM_REGIME,
+    DATA,
+    SHAREGPT_INPUT_TOKENS,
+    SHAREGPT_OUTPUT_MEAN_TOKENS,
+    SHAREGPT_REQUESTS,
+    Outcome,
+    _accelerator,
+    _sharegpt_lengths,
+    arch,
+    gpu_of,
+    is_current_vllm_check,
+    model_of,
+    precision_of,
+    read_rows,
+)
 from llama_bench_check import bench_rows, fit_measured_fraction  # benchmarks/ is not a package
 from llama_bench_check import report as llama_bench_report
 
-DATA = Path(__file__).resolve().parent / "data"
-
-#: ShareGPT as sampled by vLLM's benchmark_serving (Lambda rows): assumed averages, stated as CALIBRATION.md asks.
-SHAREGPT_INPUT_TOKENS = 220
-SHAREGPT_OUTPUT_MEAN_TOKENS = 200
-SHAREGPT_REQUESTS = 320
 #: Regimes with fewer rows than this get at least SMALL_SAMPLE_BAND (a percentile of 2 rows is not a band).
 MIN_BAND_ROWS = 10
 SMALL_SAMPLE_BAND = 0.3
 #: trtllm-bench's largest runtime batch (assumption; the KV cache usually limits first).
 TRTLLM_MAX_BATCH = 2048
-
-# Architectures from each model's Hugging Face config.json (hidden, layers, heads, kv heads, inter, vocab, ctx).
-_ARCH: dict[str, dict[str, object]] = {
-    "llama-2-7b": dict(hidden_size=4096, num_layers=32, num_attention_heads=32, num_kv_heads=32,
-                       intermediate_size=11008, vocab_size=32000, max_position_embeddings=4096),
-    "llama-2-13b": dict(hidden_size=5120, num_layers=40, num_attention_heads=40, num_kv_heads=40,
-                        intermediate_size=13824, vocab_size=32000, max_position_embeddings=4096),
-    "llama-2-70b": dict(hidden_size=8192, num_layers=80, num_attention_heads=64, num_kv_heads=8,
-                        intermediate_size=28672, vocab_size=32000, max_position_embeddings=4096),
-    "llama-3.1-8b": dict(hidden_size=4096, num_layers=32, num_attention_heads=32, num_kv_heads=8,
-                         intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072),
-    "llama-3.1-70b": dict(hidden_size=8192, num_layers=80, num_attention_heads=64, num_kv_heads=8,
-                          intermediate_size=28672, vocab_size=128256, max_position_embeddings=131072),
-    "llama-3.1-405b": dict(hidden_size=16384, num_layers=126, num_attention_heads=128, num_kv_heads=8,
-                           intermediate_size=53248, vocab_size=128256, max_position_embeddings=131072),
-    "mistral-7b-v0.3": dict(hidden_size=4096, num_layers=32, num_attention_heads=32, num_kv_heads=8,
-                            intermediate_size=14336, vocab_size=32768, max_position_embeddings=32768),
-    "mistral-nemo-12b": dict(hidden_size=5120, num_layers=40, num_attention_heads=32, num_kv_heads=8, head_dim=128,
-                             intermediate_size=14336, vocab_size=131072, max_position_embeddings=131072),
-    "mistral-large-2407": dict(hidden_size=12288, num_layers=88, num_attention_heads=96, num_kv_heads=8,
-                               intermediate_size=28672, vocab_size=32768, max_position_embeddings=131072),
-    "mixtral-8x7b": dict(hidden_size=4096, num_layers=32, num_attention_heads=32, num_kv_heads=8,
-                         intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768,
-                         num_experts=8, num_experts_per_token=2),
-    "mixtral-8x22b": dict(hidden_size=6144, num_layers=56, num_attention_heads=48, num_kv_heads=8,
-                          intermediate_size=16384, vocab_size=32768, max_position_embeddings=65536,
-                          num_experts=8, num_experts_per_token=2),
-    # Qwen/Qwen3-32B config.json (not in infragen's registry): untied embeddings, QK-norm, no sliding window.
-    "qwen3-32b": dict(hidden_size=5120, num_layers=64, num_attention_heads=64, num_kv_heads=8, head_dim=128,
-                      intermediate_size=25600, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
-}
-#: Rows whose model is in infragen's own registry (infragen/catalog/data/models.yaml): resolved from there.
-_REGISTRY_MODELS = ("qwen3-235b-a22b", "deepseek-r1")
-
-
-#: Independent check of the current `vllm` profile (vLLM >= 0.6 speed rows in extra_calibration.csv): predicted with
-#: estimate() as a user would get them, never fitted (evaluate_all leaves them out of fit()'s engine-filtered runs),
-#: and kept in their own regime so the per-regime bands of the fitted rows do not move.
-CURRENT_VLLM_GROUP = "vLLM >=0.6 (independent"
-CURRENT_VLLM_REGIME = "check-vllm-current"
-_CURRENT_VLLM_METRICS = ("output_tokens_per_s", "ttft_ms", "tpot_ms")
-
-
-def is_current_vllm_check(row: dict[str, str]) -> bool:
-    """A measured speed row of vLLM 0.6 or newer (the Lambda rows are 0.5.4 and use other metric names too)."""
-    if row["engine"] != "vLLM" or row["metric"] not in _CURRENT_VLLM_METRICS:
-        return False
-    m = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
-    return m is not None and (int(m[1]), int(m[2])) >= (0, 6)
-
-
-def arch(name: str) -> ModelArchitecture:
-    if name in _REGISTRY_MODELS:
-        return load_model_registry()[name]
-    return ModelArchitecture(id=name, **_ARCH[name])  # type: ignore[arg-type]
-
-
-def model_of(text: str) -> str | None:
-    t = text.lower()
-    for key, name in (
-        ("405b", "llama-3.1-405b"), ("llama-3.1-70b", "llama-3.1-70b"), ("llama-3.1-8b", "llama-3.1-8b"),
-        ("llama-3-8b", "llama-3.1-8b"),  # Llama 3 8B: Llama 3.1 8B's shapes, 8192-token context (memory-identical)
-        ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"), ("llama-2-7b", "llama-2-7b"),
-        ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b-v0.3"),
-        ("nemo", "mistral-nemo-12b"), ("mistral-large", "mistral-large-2407"),
-        ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-32b", "qwen3-32b"),
-        ("deepseek-r1", "deepseek-r1"),  # DeepSeek-R1-0528: R1's architecture
-    ):
-        if key in t:
-            return name
-    return None
-
-
-def gpu_of(hardware: str) -> tuple[str, str] | None:
-    """(catalog id, interconnect override) for a calibration hardware label; None = no sourced figures."""
-    h = hardware.lower()
-    if "gh200" in h:
-        return "gh200-96gb", ""
-    if "h200" in h:
-        return "h200", ""
-    if "h100" in h:
-        return "h100-sxm", ""
-    if "a100-pcie" in h:
-        return "a100-pcie-80gb", ""  # 300 W card: 1935 GB/s, PCIe link, power-capped compute
-    if "a100" in h and "40gb" in h:
-        return "a100-40gb", ""
-    if "a100" in h:
-        return "a100-80gb", ""
-    if re.search(r"\ba10\b", h):
-        return "a10-24gb", ""
-    if "l40s" in h:
-        return "l40s", ""
-    return None
-
-
-def precision_of(text: str, gpu: str) -> str:
-    t = text.lower()
-    if t.startswith("int8"):
-        return "int8"
-    if "awq" in t:  # weight-only INT4 AWQ (vLLM awq_marlin)
-        return "int4-awq"
-    if "gptq" in t and "int4" in t:  # weight-only INT4 GPTQ (vLLM gptq_marlin)
-        return "int4-gptq"
-    if "fp8" in t:
-        return "fp8"
-    if t.startswith("q4_0"):
-        return "q4_0"
-    if t.startswith("q8_0"):
-        return "q8_0"
-    if t.startswith("fp16") and "bf16" not in t:
-        return "fp16"
-    return "bf16"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    row_id: str
-    group: str
-    metric: str
-    measured: float
-    predicted: float | None
-    regime: str
-    note: str = ""
-
-    @property
-    def error(self) -> float:
-        assert self.predicted is not None
-        return self.predicted / self.measured - 1.0
-
-
-def read_rows() -> Iterator[dict[str, str]]:
-    for name in ("calibration.csv", "extra_calibration.csv"):
-        with open(DATA / name, encoding="utf-8") as fh:
-            yield from csv.DictReader(line for line in fh if not line.startswith("#"))
-
-
-def _accelerator(gpu_id: str, interconnect: str) -> Accelerator:
-    acc = load_catalog().accelerator(gpu_id)
-    if interconnect == "pcie":
-        acc = acc.model_copy(update={"interconnect": "pcie", "interconnect_gb_per_s": 64.0, "nvlink_generation": None})
-    return acc
-
-
-def _sharegpt_lengths() -> tuple[list[int], list[int]]:
-    """Deterministic 320-request sample: exponential output lengths (mean 200), capped so in+out <= 2048."""
-    n = SHAREGPT_REQUESTS
-    outs = [max(1, min(2048 - SHAREGPT_INPUT_TOKENS,
-                       round(-SHAREGPT_OUTPUT_MEAN_TOKENS * math.log(1 - (i + 0.5) / n)))) for i in range(n)]
-    return [SHAREGPT_INPUT_TOKENS] * n, outs
 
 
 def evaluate_row(row: dict[str, str]) -> Outcome | str:
@@ -388,101 +251,6 @@ def current_vllm_report(outcomes: list[Outcome]) -> list[str]:
     for o in rows:
         lines.append(f"  {o.row_id} {o.metric:<20} measured {o.measured:>9.2f} predicted {o.predicted:>9.2f} "
                      f"({o.error:+.0%}) {o.note}")
-    return lines
-
-
-#: The issue's TP target: predicted tp-N / tp-lowest throughput ratios within this of the measured ratio.
-TP_RATIO_TARGET = 0.20
-
-
-def tp_ratio_report(outcomes: list[Outcome]) -> list[str]:
-    """TP scaling check on the Lambda vLLM 0.5.4 rows (same model and GPU, 320 ShareGPT prompts, tp 1-8): measured
-    throughput ratios to the lowest tp against the `vllm-0.5` replay (the release that ran) and current `vllm`.
-
-    These rows fed the fit of vllm-0.5's host overheads (not of the TP terms): a check of the scaling, not an
-    independent accuracy figure.
-    """
-    pred = {o.row_id: o.predicted for o in outcomes if o.group == "vLLM Lambda ShareGPT"}
-    series: dict[tuple[str, str], dict[int, tuple[float, float, float]]] = defaultdict(dict)
-    for row in read_rows():
-        if row["id"] not in pred or row["metric"] != "output_tokens_per_s":
-            continue
-        name, g, tp = model_of(row["model"]), gpu_of(row["hardware"]), int(row["tp"])
-        if name is None or g is None:
-            continue
-        acc = _accelerator(*g)
-        est = estimate(arch(name), hardware_from_gpu(acc, tp), precision=precision_of(row["precision"], acc.id),
-                       tp=tp, input_len=SHAREGPT_INPUT_TOKENS, output_len=SHAREGPT_OUTPUT_MEAN_TOKENS,
-                       concurrency=SHAREGPT_REQUESTS if est_fits(name, acc, row, tp) else None)
-        series[(name, acc.id)][tp] = (float(row["value"]), pred[row["id"]] or 0.0, est.output_tokens_per_s)
-    lines = ["", f"tensor-parallel scaling (Lambda vLLM 0.5.4 rows, throughput / throughput at the lowest tp; "
-                 f"target: predicted ratio within {TP_RATIO_TARGET:.0%} of measured):"]
-    errs: dict[str, list[float]] = defaultdict(list)
-    for (name, gpu), by_tp in sorted(series.items()):
-        tps = sorted(by_tp)
-        if len(tps) < 2:
-            continue
-        m0, p0, c0 = by_tp[tps[0]]
-        parts = []
-        for tp in tps[1:]:
-            m, p, c = by_tp[tp]
-            e05, ecur = (p / p0) / (m / m0) - 1, (c / c0) / (m / m0) - 1
-            errs["vllm-0.5"].append(e05)
-            errs["vllm"].append(ecur)
-            parts.append(f"tp{tp}/tp{tps[0]} {m / m0:.2f} vs {p / p0:.2f} ({e05:+.0%}; current {c / c0:.2f})")
-        lines.append(f"  {name:<20} {gpu:<14} " + ", ".join(parts))
-    for profile, es in errs.items():
-        inside = sum(abs(e) <= TP_RATIO_TARGET for e in es)
-        lines.append(f"  {profile:<9} ratios within {TP_RATIO_TARGET:.0%}: {inside} of {len(es)}, median|err| "
-                     f"{statistics.median(abs(e) for e in es):.1%}, bias {statistics.median(es):+.1%}")
-    return lines
-
-
-def est_fits(name: str, acc: Accelerator, row: dict[str, str], tp: int) -> bool:
-    """Whether 320 concurrent ShareGPT requests fit the KV cache (else estimate's max-load batch is used)."""
-    est = estimate(arch(name), hardware_from_gpu(acc, tp), precision=precision_of(row["precision"], acc.id), tp=tp,
-                   input_len=SHAREGPT_INPUT_TOKENS, output_len=SHAREGPT_OUTPUT_MEAN_TOKENS, concurrency=None)
-    return est.fits and est.concurrency >= SHAREGPT_REQUESTS
-
-
-#: The issue's targets on rows no fit used (median absolute error), by metric and regime.
-TARGETS = {("dense", "output_tokens_per_s"): 0.15, ("dense", "tpot_ms"): 0.15, ("dense", "ttft_ms"): 0.25,
-           ("MoE (few experts)", "output_tokens_per_s"): 0.30, ("many-expert MoE", "output_tokens_per_s"): 0.30}
-
-
-def moe_class(o: Outcome) -> str:
-    """dense / MoE (few experts) / many-expert MoE, from the regime check_regime gave an independent row."""
-    if "mixtral-style" in o.regime:
-        return "MoE (few experts)"
-    return "many-expert MoE" if "moe" in o.regime else "dense"
-
-
-def regime_split_report(outcomes: list[Outcome]) -> list[str]:
-    """The independent vLLM >= 0.6 rows split by regime (dense / MoE with few experts / many-expert) and by tp,
-    with the issue's targets beside what is reached."""
-    rows = [o for o in outcomes if o.regime.startswith(CURRENT_VLLM_REGIME)]
-    if not rows:
-        return []
-    tps = {r["id"]: int(r["tp"] or 1) for r in read_rows()}
-    lines = ["", "independent rows (vLLM >= 0.6, never fitted) by regime and tp; target = the issue's:"]
-    keys: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for o in rows:
-        keys[(moe_class(o), o.metric)].append(o.error)
-        keys[(f"tp {tps[o.row_id]}", o.metric)].append(o.error)
-    order = ["dense", "MoE (few experts)", "many-expert MoE", "tp 1", "tp 2", "tp 4", "tp 8"]
-    for regime in order:
-        for metric in _CURRENT_VLLM_METRICS:
-            errs = keys.get((regime, metric), [])
-            target = TARGETS.get((regime, metric))
-            goal = f"target <= {target:.0%}" if target is not None else ""
-            if not errs:
-                if target is not None:
-                    lines.append(f"  {regime:<18} {metric:<20} n= 0  (no independent row)  {goal}")
-                continue
-            med = statistics.median(abs(e) for e in errs)
-            met = "" if target is None else ("  met" if med <= target else "  not met")
-            lines.append(f"  {regime:<18} {metric:<20} n={len(errs):>2}  median|err| {med:6.1%}  bias "
-                         f"{statistics.median(errs):+6.1%}  {goal}{met}".rstrip())
     return lines
 
 
@@ -745,22 +513,6 @@ def main() -> None:
         update_doc(args.doc, buffer.getvalue())
         return
     report_all(args.rows)
-
-
-def update_doc(path: Path, report: str) -> None:
-    """Replace each fenced block of `path` whose first line starts a blank-line-separated section of `report`."""
-    sections = {}
-    for chunk in report.strip("\n").split("\n\n"):
-        lines = chunk.strip("\n").split("\n")
-        sections[lines[0].strip()] = "\n".join(lines)
-    text = path.read_text(encoding="utf-8")
-
-    def swap(m: re.Match[str]) -> str:
-        first = m[2].split("\n", 1)[0].strip()
-        return f"```\n{sections[first]}\n```" if not m[1] and first in sections else m[0]
-
-    fenced = re.compile(r"^```([^\n]*)\n(.*?)\n```$", flags=re.S | re.M)
-    path.write_text(fenced.sub(swap, text), encoding="utf-8")
 
 
 def report_all(rows: bool) -> None:

@@ -1,0 +1,138 @@
+"""Checks printed by accuracy.py beside its table: tensor-parallel scaling on the Lambda rows, the independent rows by
+regime and tp with the issue's targets, and `--doc` (rewrites a markdown file's report blocks)."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from calibration_rows import (  # benchmarks/ is not a package: accuracy.py puts its folder on sys.path
+    _CURRENT_VLLM_METRICS,
+    CURRENT_VLLM_REGIME,
+    SHAREGPT_INPUT_TOKENS,
+    SHAREGPT_OUTPUT_MEAN_TOKENS,
+    SHAREGPT_REQUESTS,
+    Outcome,
+    _accelerator,
+    arch,
+    gpu_of,
+    model_of,
+    precision_of,
+    read_rows,
+)
+
+from infragen.catalog.records import Accelerator
+from infragen.sizing.estimate import estimate
+from infragen.sizing.hardware import hardware_from_gpu
+
+#: The issue's TP target: predicted tp-N / tp-lowest throughput ratios within this of the measured ratio.
+TP_RATIO_TARGET = 0.20
+
+
+def tp_ratio_report(outcomes: list[Outcome]) -> list[str]:
+    """TP scaling check on the Lambda vLLM 0.5.4 rows (same model and GPU, 320 ShareGPT prompts, tp 1-8): measured
+    throughput ratios to the lowest tp against the `vllm-0.5` replay (the release that ran) and current `vllm`.
+
+    These rows fed the fit of vllm-0.5's host overheads (not of the TP terms): a check of the scaling, not an
+    independent accuracy figure.
+    """
+    pred = {o.row_id: o.predicted for o in outcomes if o.group == "vLLM Lambda ShareGPT"}
+    series: dict[tuple[str, str], dict[int, tuple[float, float, float]]] = defaultdict(dict)
+    for row in read_rows():
+        if row["id"] not in pred or row["metric"] != "output_tokens_per_s":
+            continue
+        name, g, tp = model_of(row["model"]), gpu_of(row["hardware"]), int(row["tp"])
+        if name is None or g is None:
+            continue
+        acc = _accelerator(*g)
+        est = estimate(arch(name), hardware_from_gpu(acc, tp), precision=precision_of(row["precision"], acc.id),
+                       tp=tp, input_len=SHAREGPT_INPUT_TOKENS, output_len=SHAREGPT_OUTPUT_MEAN_TOKENS,
+                       concurrency=SHAREGPT_REQUESTS if est_fits(name, acc, row, tp) else None)
+        series[(name, acc.id)][tp] = (float(row["value"]), pred[row["id"]] or 0.0, est.output_tokens_per_s)
+    lines = ["", f"tensor-parallel scaling (Lambda vLLM 0.5.4 rows, throughput / throughput at the lowest tp; "
+                 f"target: predicted ratio within {TP_RATIO_TARGET:.0%} of measured):"]
+    errs: dict[str, list[float]] = defaultdict(list)
+    for (name, gpu), by_tp in sorted(series.items()):
+        tps = sorted(by_tp)
+        if len(tps) < 2:
+            continue
+        m0, p0, c0 = by_tp[tps[0]]
+        parts = []
+        for tp in tps[1:]:
+            m, p, c = by_tp[tp]
+            e05, ecur = (p / p0) / (m / m0) - 1, (c / c0) / (m / m0) - 1
+            errs["vllm-0.5"].append(e05)
+            errs["vllm"].append(ecur)
+            parts.append(f"tp{tp}/tp{tps[0]} {m / m0:.2f} vs {p / p0:.2f} ({e05:+.0%}; current {c / c0:.2f})")
+        lines.append(f"  {name:<20} {gpu:<14} " + ", ".join(parts))
+    for profile, es in errs.items():
+        inside = sum(abs(e) <= TP_RATIO_TARGET for e in es)
+        lines.append(f"  {profile:<9} ratios within {TP_RATIO_TARGET:.0%}: {inside} of {len(es)}, median|err| "
+                     f"{statistics.median(abs(e) for e in es):.1%}, bias {statistics.median(es):+.1%}")
+    return lines
+
+
+def est_fits(name: str, acc: Accelerator, row: dict[str, str], tp: int) -> bool:
+    """Whether 320 concurrent ShareGPT requests fit the KV cache (else estimate's max-load batch is used)."""
+    est = estimate(arch(name), hardware_from_gpu(acc, tp), precision=precision_of(row["precision"], acc.id), tp=tp,
+                   input_len=SHAREGPT_INPUT_TOKENS, output_len=SHAREGPT_OUTPUT_MEAN_TOKENS, concurrency=None)
+    return est.fits and est.concurrency >= SHAREGPT_REQUESTS
+
+
+#: The issue's targets on rows no fit used (median absolute error), by metric and regime.
+TARGETS = {("dense", "output_tokens_per_s"): 0.15, ("dense", "tpot_ms"): 0.15, ("dense", "ttft_ms"): 0.25,
+           ("MoE (few experts)", "output_tokens_per_s"): 0.30, ("many-expert MoE", "output_tokens_per_s"): 0.30}
+
+
+def moe_class(o: Outcome) -> str:
+    """dense / MoE (few experts) / many-expert MoE, from the regime check_regime gave an independent row."""
+    if "mixtral-style" in o.regime:
+        return "MoE (few experts)"
+    return "many-expert MoE" if "moe" in o.regime else "dense"
+
+
+def regime_split_report(outcomes: list[Outcome]) -> list[str]:
+    """The independent vLLM >= 0.6 rows split by regime (dense / MoE with few experts / many-expert) and by tp,
+    with the issue's targets beside what is reached."""
+    rows = [o for o in outcomes if o.regime.startswith(CURRENT_VLLM_REGIME)]
+    if not rows:
+        return []
+    tps = {r["id"]: int(r["tp"] or 1) for r in read_rows()}
+    lines = ["", "independent rows (vLLM >= 0.6, never fitted) by regime and tp; target = the issue's:"]
+    keys: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for o in rows:
+        keys[(moe_class(o), o.metric)].append(o.error)
+        keys[(f"tp {tps[o.row_id]}", o.metric)].append(o.error)
+    order = ["dense", "MoE (few experts)", "many-expert MoE", "tp 1", "tp 2", "tp 4", "tp 8"]
+    for regime in order:
+        for metric in _CURRENT_VLLM_METRICS:
+            errs = keys.get((regime, metric), [])
+            target = TARGETS.get((regime, metric))
+            goal = f"target <= {target:.0%}" if target is not None else ""
+            if not errs:
+                if target is not None:
+                    lines.append(f"  {regime:<18} {metric:<20} n= 0  (no independent row)  {goal}")
+                continue
+            med = statistics.median(abs(e) for e in errs)
+            met = "" if target is None else ("  met" if med <= target else "  not met")
+            lines.append(f"  {regime:<18} {metric:<20} n={len(errs):>2}  median|err| {med:6.1%}  bias "
+                         f"{statistics.median(errs):+6.1%}  {goal}{met}".rstrip())
+    return lines
+
+
+def update_doc(path: Path, report: str) -> None:
+    """Replace each fenced block of `path` whose first line starts a blank-line-separated section of `report`."""
+    sections = {}
+    for chunk in report.strip("\n").split("\n\n"):
+        lines = chunk.strip("\n").split("\n")
+        sections[lines[0].strip()] = "\n".join(lines)
+    text = path.read_text(encoding="utf-8")
+
+    def swap(m: re.Match[str]) -> str:
+        first = m[2].split("\n", 1)[0].strip()
+        return f"```\n{sections[first]}\n```" if not m[1] and first in sections else m[0]
+
+    fenced = re.compile(r"^```([^\n]*)\n(.*?)\n```$", flags=re.S | re.M)
+    path.write_text(fenced.sub(swap, text), encoding="utf-8")

@@ -1,0 +1,172 @@
+"""The calibration rows (benchmarks/data/*.csv) and how a row's labels map onto infragen's models, GPUs and
+precisions; shared by accuracy.py and accuracy_checks.py. Reads files, predicts nothing."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from infragen.architecture import ModelArchitecture
+from infragen.catalog import load_catalog
+from infragen.catalog.models import load_model_registry
+from infragen.catalog.records import Accelerator
+
+DATA = Path(__file__).resolve().parent / "data"
+
+#: ShareGPT as sampled by vLLM's benchmark_serving (Lambda rows): assumed averages, stated as CALIBRATION.md asks.
+SHAREGPT_INPUT_TOKENS = 220
+SHAREGPT_OUTPUT_MEAN_TOKENS = 200
+SHAREGPT_REQUESTS = 320
+
+# Architectures from each model's Hugging Face config.json (hidden, layers, heads, kv heads, inter, vocab, ctx).
+_ARCH: dict[str, dict[str, object]] = {
+    "llama-2-7b": dict(hidden_size=4096, num_layers=32, num_attention_heads=32, num_kv_heads=32,
+                       intermediate_size=11008, vocab_size=32000, max_position_embeddings=4096),
+    "llama-2-13b": dict(hidden_size=5120, num_layers=40, num_attention_heads=40, num_kv_heads=40,
+                        intermediate_size=13824, vocab_size=32000, max_position_embeddings=4096),
+    "llama-2-70b": dict(hidden_size=8192, num_layers=80, num_attention_heads=64, num_kv_heads=8,
+                        intermediate_size=28672, vocab_size=32000, max_position_embeddings=4096),
+    "llama-3.1-8b": dict(hidden_size=4096, num_layers=32, num_attention_heads=32, num_kv_heads=8,
+                         intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072),
+    "llama-3.1-70b": dict(hidden_size=8192, num_layers=80, num_attention_heads=64, num_kv_heads=8,
+                          intermediate_size=28672, vocab_size=128256, max_position_embeddings=131072),
+    "llama-3.1-405b": dict(hidden_size=16384, num_layers=126, num_attention_heads=128, num_kv_heads=8,
+                           intermediate_size=53248, vocab_size=128256, max_position_embeddings=131072),
+    "mistral-7b-v0.3": dict(hidden_size=4096, num_layers=32, num_attention_heads=32, num_kv_heads=8,
+                            intermediate_size=14336, vocab_size=32768, max_position_embeddings=32768),
+    "mistral-nemo-12b": dict(hidden_size=5120, num_layers=40, num_attention_heads=32, num_kv_heads=8, head_dim=128,
+                             intermediate_size=14336, vocab_size=131072, max_position_embeddings=131072),
+    "mistral-large-2407": dict(hidden_size=12288, num_layers=88, num_attention_heads=96, num_kv_heads=8,
+                               intermediate_size=28672, vocab_size=32768, max_position_embeddings=131072),
+    "mixtral-8x7b": dict(hidden_size=4096, num_layers=32, num_attention_heads=32, num_kv_heads=8,
+                         intermediate_size=14336, vocab_size=32000, max_position_embeddings=32768,
+                         num_experts=8, num_experts_per_token=2),
+    "mixtral-8x22b": dict(hidden_size=6144, num_layers=56, num_attention_heads=48, num_kv_heads=8,
+                          intermediate_size=16384, vocab_size=32768, max_position_embeddings=65536,
+                          num_experts=8, num_experts_per_token=2),
+    # Qwen/Qwen3-32B config.json (not in infragen's registry): untied embeddings, QK-norm, no sliding window.
+    "qwen3-32b": dict(hidden_size=5120, num_layers=64, num_attention_heads=64, num_kv_heads=8, head_dim=128,
+                      intermediate_size=25600, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
+}
+#: Rows whose model is in infragen's own registry (infragen/catalog/data/models.yaml): resolved from there.
+_REGISTRY_MODELS = ("qwen3-235b-a22b", "deepseek-r1")
+
+
+#: Independent check of the current `vllm` profile (vLLM >= 0.6 speed rows in extra_calibration.csv): predicted with
+#: estimate() as a user would get them, never fitted (evaluate_all leaves them out of fit()'s engine-filtered runs),
+#: and kept in their own regime so the per-regime bands of the fitted rows do not move.
+CURRENT_VLLM_GROUP = "vLLM >=0.6 (independent"
+CURRENT_VLLM_REGIME = "check-vllm-current"
+_CURRENT_VLLM_METRICS = ("output_tokens_per_s", "ttft_ms", "tpot_ms")
+
+
+def is_current_vllm_check(row: dict[str, str]) -> bool:
+    """A measured speed row of vLLM 0.6 or newer (the Lambda rows are 0.5.4 and use other metric names too)."""
+    if row["engine"] != "vLLM" or row["metric"] not in _CURRENT_VLLM_METRICS:
+        return False
+    m = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
+    return m is not None and (int(m[1]), int(m[2])) >= (0, 6)
+
+
+def arch(name: str) -> ModelArchitecture:
+    if name in _REGISTRY_MODELS:
+        return load_model_registry()[name]
+    return ModelArchitecture(id=name, **_ARCH[name])  # type: ignore[arg-type]
+
+
+def model_of(text: str) -> str | None:
+    t = text.lower()
+    for key, name in (
+        ("405b", "llama-3.1-405b"), ("llama-3.1-70b", "llama-3.1-70b"), ("llama-3.1-8b", "llama-3.1-8b"),
+        ("llama-3-8b", "llama-3.1-8b"),  # Llama 3 8B: Llama 3.1 8B's shapes, 8192-token context (memory-identical)
+        ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"), ("llama-2-7b", "llama-2-7b"),
+        ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b-v0.3"),
+        ("nemo", "mistral-nemo-12b"), ("mistral-large", "mistral-large-2407"),
+        ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-32b", "qwen3-32b"),
+        ("deepseek-r1", "deepseek-r1"),  # DeepSeek-R1-0528: R1's architecture
+    ):
+        if key in t:
+            return name
+    return None
+
+
+def gpu_of(hardware: str) -> tuple[str, str] | None:
+    """(catalog id, interconnect override) for a calibration hardware label; None = no sourced figures."""
+    h = hardware.lower()
+    if "gh200" in h:
+        return "gh200-96gb", ""
+    if "h200" in h:
+        return "h200", ""
+    if "h100" in h:
+        return "h100-sxm", ""
+    if "a100-pcie" in h:
+        return "a100-pcie-80gb", ""  # 300 W card: 1935 GB/s, PCIe link, power-capped compute
+    if "a100" in h and "40gb" in h:
+        return "a100-40gb", ""
+    if "a100" in h:
+        return "a100-80gb", ""
+    if re.search(r"\ba10\b", h):
+        return "a10-24gb", ""
+    if "l40s" in h:
+        return "l40s", ""
+    return None
+
+
+def precision_of(text: str, gpu: str) -> str:
+    t = text.lower()
+    if t.startswith("int8"):
+        return "int8"
+    if "awq" in t:  # weight-only INT4 AWQ (vLLM awq_marlin)
+        return "int4-awq"
+    if "gptq" in t and "int4" in t:  # weight-only INT4 GPTQ (vLLM gptq_marlin)
+        return "int4-gptq"
+    if "fp8" in t:
+        return "fp8"
+    if t.startswith("q4_0"):
+        return "q4_0"
+    if t.startswith("q8_0"):
+        return "q8_0"
+    if t.startswith("fp16") and "bf16" not in t:
+        return "fp16"
+    return "bf16"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    row_id: str
+    group: str
+    metric: str
+    measured: float
+    predicted: float | None
+    regime: str
+    note: str = ""
+
+    @property
+    def error(self) -> float:
+        assert self.predicted is not None
+        return self.predicted / self.measured - 1.0
+
+
+def read_rows() -> Iterator[dict[str, str]]:
+    for name in ("calibration.csv", "extra_calibration.csv"):
+        with open(DATA / name, encoding="utf-8") as fh:
+            yield from csv.DictReader(line for line in fh if not line.startswith("#"))
+
+
+def _accelerator(gpu_id: str, interconnect: str) -> Accelerator:
+    acc = load_catalog().accelerator(gpu_id)
+    if interconnect == "pcie":
+        acc = acc.model_copy(update={"interconnect": "pcie", "interconnect_gb_per_s": 64.0, "nvlink_generation": None})
+    return acc
+
+
+def _sharegpt_lengths() -> tuple[list[int], list[int]]:
+    """Deterministic 320-request sample: exponential output lengths (mean 200), capped so in+out <= 2048."""
+    n = SHAREGPT_REQUESTS
+    outs = [max(1, min(2048 - SHAREGPT_INPUT_TOKENS,
+                       round(-SHAREGPT_OUTPUT_MEAN_TOKENS * math.log(1 - (i + 0.5) / n)))) for i in range(n)]
+    return [SHAREGPT_INPUT_TOKENS] * n, outs
