@@ -8,7 +8,6 @@ Repeated strings (price sources, dates) are stored once; records are validated b
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping
 from importlib import resources
@@ -101,6 +100,8 @@ def data_dir() -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse  # only the refresh command needs it, not every plan that loads the catalog
+
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if catalog.json differs from its sources")
     args = parser.parse_args(argv)

@@ -88,13 +88,18 @@ class Candidate:
         return None if self.usd_per_hour is None else self.usd_per_hour * HOURS_PER_MONTH
 
     def sort_key(self) -> tuple[int, float, float, float, int, str, str]:
-        """Cheapest first, then lower TTFT, TPOT, fewer nodes; unpriced after every priced one (by fewest GPUs)."""
-        est = self.sizing.estimate
-        gpus = self.nodes * max(self.sizing.hardware.gpu_count, 1)
-        cost = self.usd_per_month if self.usd_per_month is not None else float(gpus)
-        return (0 if self.usd_per_hour is not None else 1, round(cost, 6),
-                est.ttft_ms if est else math.inf, est.tpot_ms if est else math.inf, self.nodes,
-                self.sizing.instance.id, self.region)
+        """Cheapest first, then lower TTFT, TPOT, fewer nodes; unpriced after every priced one (by fewest GPUs).
+        Computed once per candidate: the ranking and the explanations sort the same candidates several times."""
+        key: tuple[int, float, float, float, int, str, str] | None = self.__dict__.get("_sort_key")
+        if key is None:
+            est = self.sizing.estimate
+            gpus = self.nodes * max(self.sizing.hardware.gpu_count, 1)
+            cost = self.usd_per_month if self.usd_per_month is not None else float(gpus)
+            key = (0 if self.usd_per_hour is not None else 1, round(cost, 6),
+                   est.ttft_ms if est else math.inf, est.tpot_ms if est else math.inf, self.nodes,
+                   self.sizing.instance.id, self.region)
+            object.__setattr__(self, "_sort_key", key)  # a cache beside the frozen fields, not one of them
+        return key
 
 
 @dataclass

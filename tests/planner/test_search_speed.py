@@ -5,19 +5,25 @@ itself is measured by benchmarks/plan_speed.py, not here."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from infragen.catalog import catalog_from_records, load_catalog
-from infragen.catalog.models import load_model_registry
+from infragen.catalog.models import load_model_registry, resolve_model
 from infragen.sizing import Estimate, estimate, search
 from infragen.sizing.hardware import hardware_from_instance
 from infragen.sizing.memo import EstimateMemo, gpu_side
 from infragen.sizing.search import BATCH_LEVELS, largest_meeting_batch
-from infragen.spec import WorkloadSpec
+from infragen.spec import WorkloadSpec, load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+SEARCH = importlib.import_module("infragen.sizing.search")
 
 
 def _catalog(*ids: str):
@@ -140,3 +146,21 @@ def test_bisection_finds_what_the_linear_scan_finds(top: int, slo: float, base: 
     first, best = largest_meeting_batch(levels, run, meets)
     assert len(set(asked)) <= math.ceil(math.log2(len(levels))) + 1
     assert (first, best) == _linear(levels, run, meets)
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.yaml")))
+def test_every_example_sizes_as_the_linear_scan_would(example: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bisection's premise holds for the estimator as it is: every candidate of every example gets the batch,
+    replicas and estimates a scan of every batch level gives (a model change that breaks the premise fails here)."""
+    path = ROOT / "examples" / example
+    spec = load_spec(path)
+    model = resolve_model(spec.model, base_dir=path.parent, where="model")
+    catalog = load_catalog()
+
+    def sizings() -> list[tuple[Any, ...]]:
+        return [(c.sizing.instance.id, c.sizing.layout, c.sizing.batch, c.sizing.replicas, c.sizing.rejected,
+                 c.sizing.estimate, c.region, c.usd_per_hour) for c in search(spec, model, catalog).candidates]
+
+    bisected = sizings()
+    monkeypatch.setattr(SEARCH, "largest_meeting_batch", _linear)
+    assert sizings() == bisected
