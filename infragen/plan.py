@@ -392,6 +392,29 @@ class GpuDriverPlan(_Frozen):
         return self
 
 
+class SourceArchivePlan(_Frozen):
+    """The engine source a node builds, as a PyPI source distribution fetched from an index and checked by sha256
+    before anything in it is unpacked or run (llama.cpp: the tree llama-cpp-python vendors)."""
+
+    index_url: HttpUrl
+    """PEP 503 simple index the archive is fetched from (Alibaba: the in-VPC PyPI mirror)."""
+    package: CatalogId
+    """Project on that index (`llama-cpp-python`)."""
+    version: ReleaseNumber
+    """Its pinned version (`0.3.36`)."""
+    file: FileName
+    """The archive's file name on the index page (`llama_cpp_python-0.3.36.tar.gz`)."""
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    """Its pinned SHA-256 (engines.yaml); any other content is refused."""
+    tree: Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}(?:/[A-Za-z0-9_][A-Za-z0-9._-]{0,63}){0,7}$")]
+    """Directory in the archive holding the engine's CMakeLists.txt (`llama_cpp_python-0.3.36/vendor/llama.cpp`)."""
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+    """Engine commit the tree is (engines.yaml); recorded in the build's version string."""
+    build_number: int = Field(ge=0)
+    """llama.cpp build number of the release tag (`b11312` -> 11312), recorded in the version string too (the
+    archive's shallow git metadata would give 1)."""
+
+
 class BootstrapPlan(_Frozen):
     """Node setup beyond the engine: the GPU driver and where packages and weights come from.
 
@@ -412,6 +435,9 @@ class BootstrapPlan(_Frozen):
     erdma_mtus: list[Annotated[int, Field(ge=576, le=9000)]] = Field(default_factory=list, max_length=2)
     """eRDMA nodes: [MTU without jumbo frames, MTU with them] that NCCL's LL128 protocol needs (1400, 8500); the
     boot sets the one that matches the interface (>= the jumbo figure: jumbo frames are on). Empty = no eRDMA."""
+    engine_source: SourceArchivePlan | None = None
+    """Where a llama.cpp node gets the source it builds: this PyPI sdist through `index_url` (Alibaba, whose
+    nodes cannot count on reaching llama.cpp's git host); None = a git clone of the release tag (AWS)."""
 
 
 class BootPlan(_Frozen):

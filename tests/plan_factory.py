@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from infragen.catalog.engines import pinned_version
+from infragen.catalog.engines import pinned_release, pinned_version
 from infragen.plan import (
     Alternative,
     BootstrapPlan,
@@ -25,6 +25,7 @@ from infragen.plan import (
     SecretsPlan,
     StoragePlan,
 )
+from infragen.sizing.bootstrap import select_engine_source
 
 Kind = Literal["single", "packed", "tp", "multinode", "cpu"]
 
@@ -145,7 +146,9 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
             installer="auto_install_v4.0.sh", installer_path="/opsx/ecs/linux/binary/script/",
             erdma=kind == "multinode"),
         pip_index_url="http://mirrors.cloud.aliyuncs.com/pypi/simple/", pip_trusted_host="mirrors.cloud.aliyuncs.com",
-        download_mbit_s=round(200 / deployment.nodes, 1), erdma_mtus=[1400, 8500] if kind == "multinode" else [])
+        download_mbit_s=round(200 / deployment.nodes, 1), erdma_mtus=[1400, 8500] if kind == "multinode" else [],
+        engine_source=select_engine_source(pinned_release("llama.cpp"), engine.version,
+                                           "http://mirrors.cloud.aliyuncs.com/pypi/simple/") if kind == "cpu" else None)
     return Plan(
         infragen_version="0.1.0", workload=name, deployment=deployment, model=model, engine=engine, memory=memory,
         hardware=hardware, storage=storage, network=network,

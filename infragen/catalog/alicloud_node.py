@@ -69,6 +69,8 @@ class AlicloudNodeData:
     """Regions (Chinese mainland) where ECS needs the account's real-name verification."""
     sales_gated_families: dict[str, str]
     """family -> how to get it (contact sales, ticket): families ECS sells only on request."""
+    source_builds: str
+    """Where an engine built on the node comes from: `pypi-sdist` (its PyPI sdist through the mirror) or `git`."""
 
 
 @cache
@@ -92,6 +94,7 @@ def load_alicloud_node() -> AlicloudNodeData:
         system_image_name_regex={str(k): str(v) for k, v in data["system_image_name_regex"].items()},
         real_name_regions=frozenset(str(r) for r in data["real_name_regions"]),
         sales_gated_families={str(k): str(v["how"]) for k, v in data["sales_gated_families"].items()},
+        source_builds=str(data["source_builds"]),
     )
 
 

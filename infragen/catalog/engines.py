@@ -22,6 +22,20 @@ def _load(name: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class SourceArchive:
+    """The release's source as a PyPI source distribution (llama.cpp: the tree llama-cpp-python vendors)."""
+
+    package: str
+    version: str
+    file: str
+    """File name on the index (`llama_cpp_python-0.3.36.tar.gz`)."""
+    sha256: str
+    tree: str
+    """Directory inside the archive that holds the engine's source (its CMakeLists.txt)."""
+    source: str
+
+
+@dataclass(frozen=True)
 class EngineRelease:
     """One pinned release and what its own parser / registry accepts."""
 
@@ -34,6 +48,7 @@ class EngineRelease:
     architectures: frozenset[str]  # HF architecture classes served (llama.cpp: its GGUF converter knows)
     cuda_targets: tuple[str, ...]  # sm_ targets the wheel ships kernels for (vLLM only)
     described_by: str
+    sdist: SourceArchive | None = None  # the same source on PyPI, for nodes that build it without its git host
 
 
 @cache
@@ -52,7 +67,8 @@ def pinned_release(engine: str) -> EngineRelease:
         engine=engine, version=str(pin["version"]), commit=pin.get("commit"), source=pin["source"], options=options,
         values={k: frozenset(v) for k, v in (desc.get("values") or {}).items()},
         architectures=frozenset(desc.get("architectures") or ()), cuda_targets=tuple(desc.get("cuda_targets") or ()),
-        described_by=pin["description"])
+        described_by=pin["description"],
+        sdist=SourceArchive(**{k: str(v) for k, v in pin["sdist"].items()}) if pin.get("sdist") else None)
 
 
 def pinned_version(engine: str) -> str:

@@ -266,7 +266,9 @@ def _packages(plan: Plan) -> list[str]:
     """Distribution packages the boot scripts call (Ubuntu names; the images are Ubuntu 22.04)."""
     pkgs = ["curl", "python3-venv", "mdadm", "xfsprogs"]
     if plan.engine.name == "llama.cpp":
-        pkgs += ["build-essential", "cmake", "git"]
+        # git only to clone the release tag; an sdist source is fetched by python3 (urllib) and unpacked by tar.
+        from_sdist = plan.bootstrap is not None and plan.bootstrap.engine_source is not None
+        pkgs += ["build-essential", "cmake"] + ([] if from_sdist else ["git"])
     return pkgs
 
 

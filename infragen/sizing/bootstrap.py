@@ -1,13 +1,17 @@
-"""What a node needs besides the engine (driver install, mirrors, download bandwidth), as a plan part.
+"""What a node needs besides the engine (driver install, mirrors, engine source, download bandwidth), as a plan part.
 
 Pure: reads the node-setup data (catalog) and the candidate; no cloud call. Alibaba rows only today: AWS images
-(the Deep Learning AMIs) carry the driver and reach PyPI and Hugging Face directly.
+(the Deep Learning AMIs) carry the driver and reach PyPI, Hugging Face and llama.cpp's git host directly.
 """
 
 from __future__ import annotations
 
+import re
+
 from infragen.catalog.alicloud_node import AlicloudNodeData, load_alicloud_node, select_gpu_driver
-from infragen.plan import BootstrapPlan, GpuDriverPlan
+from infragen.catalog.engines import EngineRelease, pinned_release
+from infragen.errors import DataError
+from infragen.plan import BootstrapPlan, GpuDriverPlan, SourceArchivePlan
 
 #: Weight sources fetched over the internet (through the NAT gateway on Alibaba), not from an in-region store.
 INTERNET_SOURCES = frozenset({"huggingface", "modelscope"})
@@ -15,7 +19,8 @@ INTERNET_SOURCES = frozenset({"huggingface", "modelscope"})
 
 def select_bootstrap(*, cloud: str, engine: str, engine_version: str, gpu_count: int, erdma: bool, nodes: int,
                      weights_source: str, hf_endpoint: str | None, family: str | None = None,
-                     data: AlicloudNodeData | None = None) -> tuple[BootstrapPlan | None, list[str]]:
+                     data: AlicloudNodeData | None = None,
+                     release: EngineRelease | None = None) -> tuple[BootstrapPlan | None, list[str]]:
     """The plan's bootstrap part (None when the defaults serve) and the warnings that go with it."""
     warnings: list[str] = []
     if cloud != "alicloud":
@@ -45,9 +50,28 @@ def select_bootstrap(*, cloud: str, engine: str, engine_version: str, gpu_count:
     if weights_source in INTERNET_SOURCES:
         # Every node downloads at first boot through the one NAT EIP: they share its bandwidth.
         download = round(node.nat_eip_bandwidth_mbit_s / max(1, nodes), 1)
+    source = None
+    if node.source_builds == "pypi-sdist":
+        source = select_engine_source(release or pinned_release(engine), engine_version, node.pip_index_url)
     return BootstrapPlan(gpu_driver=driver, pip_index_url=node.pip_index_url, pip_trusted_host=node.pip_trusted_host,
                          hf_endpoint=hf_endpoint, download_mbit_s=download,
-                         erdma_mtus=[node.erdma_mtu, node.erdma_jumbo_mtu] if erdma else []), warnings
+                         erdma_mtus=[node.erdma_mtu, node.erdma_jumbo_mtu] if erdma else [],
+                         engine_source=source), warnings
+
+
+def select_engine_source(release: EngineRelease, engine_version: str, index_url: str) -> SourceArchivePlan | None:
+    """The pinned release's source as its PyPI sdist from `index_url`; None for an engine installed from wheels
+    (no `sdist` in engines.yaml: vLLM)."""
+    archive = release.sdist
+    if archive is None:
+        return None
+    tag = re.fullmatch(r"b([0-9]+)", engine_version)
+    if release.version != engine_version or not release.commit or tag is None:
+        raise DataError(f"engines.yaml: the {release.engine} sdist pin needs the release tag b<number> and its commit "
+                        f"(pinned {release.version!r}, commit {release.commit!r}; planned {engine_version!r})")
+    return SourceArchivePlan(index_url=index_url, package=archive.package, version=archive.version,
+                             file=archive.file, sha256=archive.sha256, tree=archive.tree, commit=release.commit,
+                             build_number=int(tag.group(1)))
 
 
 def download_warning(weights_gib: float, download_mbit_s: float | None, nodes: int) -> str | None:

@@ -33,6 +33,8 @@ class LlamaRepo:
     commit: str
     exact: bool
     note: str
+    sdist: Path
+    """The llama-cpp-python sdist the repository was made from (Alibaba nodes fetch it from their PyPI mirror)."""
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +45,7 @@ def llama_repo() -> LlamaRepo:
     need(sdist.is_file(), f"{sdist} is missing: pip download --no-deps --no-binary :all: "
                           f"llama-cpp-python=={vendored.sdist_version} -d {sdist.parent} (.ci/run does)")
     url, commit = local_repository(sdist, tag, CACHE / f"llama.cpp-{tag}")
-    return LlamaRepo(url, tag, commit, vendored.exact, vendored.note)
+    return LlamaRepo(url, tag, commit, vendored.exact, vendored.note, sdist)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,8 @@ is in KMS, render its user-data with the real templates and boot it on this mach
 the local stand-in for the ECS metadata service, KMS and OSS (tests/e2e/alibaba.py: documented response shapes;
 every request's signature, STS token, action, secret name, bucket and key verified). The node installs Alibaba's
 SDKs for real (pip) and its alicloud.py calls go through them. llama.cpp is NOT built here: the root disk is
-seeded with the AWS boot's build (one build per CI run); run alone, this test builds it itself.
+seeded with the AWS boot's build (one build per CI run); run alone, this test builds it itself, as an Alibaba node
+does: from the llama-cpp-python sdist (sha256-checked) fetched from a local index standing in for the in-VPC mirror.
 """
 
 from __future__ import annotations
@@ -23,18 +24,22 @@ from tests.e2e.boot import API_KEY, HOST_PATHS, EngineBuild, chat_checks, make_n
 from tests.e2e.conftest import LlamaRepo, need
 from tests.e2e.node import SERVICE_PATH
 from tests.e2e.tiny_gguf import write_tiny_gguf
+from tests.pypi_index import LocalIndex, local_index
 
 pytestmark = pytest.mark.e2e
 
 WORKLOAD = "e2e-tiny-alicloud.yaml"
 
 
-def _without_mirror(plan: Plan) -> tuple[Plan, str]:
-    """The plan with its in-VPC PyPI mirror removed (unreachable here; pip uses this machine's index)."""
-    mirror = str(plan.bootstrap.pip_index_url) if plan.bootstrap and plan.bootstrap.pip_index_url else ""
-    if not mirror:
+def _without_mirror(plan: Plan, sdist_index: str) -> tuple[Plan, str]:
+    """The plan with its in-VPC PyPI mirror removed (unreachable here; pip uses this machine's index) and its
+    llama.cpp sdist fetched from `sdist_index` (a local index serving the cached sdist) instead."""
+    boot = plan.bootstrap
+    mirror = str(boot.pip_index_url) if boot and boot.pip_index_url else ""
+    if boot is None or not mirror:
         return plan, ""
-    bootstrap = plan.bootstrap.model_copy(update={"pip_index_url": None, "pip_trusted_host": None})  # type: ignore[union-attr]
+    source = boot.engine_source.model_copy(update={"index_url": sdist_index}) if boot.engine_source else None
+    bootstrap = boot.model_copy(update={"pip_index_url": None, "pip_trusted_host": None, "engine_source": source})
     return plan.model_copy(update={"bootstrap": bootstrap}), mirror
 
 
@@ -44,8 +49,16 @@ def test_an_alibaba_node_reads_kms_and_oss_with_its_ram_role_and_answers(
         need(shutil.which(tool, path=SERVICE_PATH) is not None, f"{tool} is not installed (.ci/run installs it)")
     need(importlib.util.find_spec("gguf") is not None, "gguf is not installed (pip install -e '.[e2e]'; .ci/run does)")
     host_before = {p: os.path.lexists(p) for p in HOST_PATHS}
-    plan, mirror = _without_mirror(plan_workload(tmp_path, WORKLOAD))
+    with local_index("llama-cpp-python", [llama_repo.sdist]) as sdist_index:
+        _boot_alibaba_node(tmp_path, llama_repo, engine_build, sdist_index)
+    assert {p: os.path.lexists(p) for p in HOST_PATHS} == host_before
+
+
+def _boot_alibaba_node(tmp_path: Path, llama_repo: LlamaRepo, engine_build: EngineBuild,
+                       sdist_index: LocalIndex) -> None:
+    plan, mirror = _without_mirror(plan_workload(tmp_path, WORKLOAD), sdist_index.url)
     assert plan.engine.name == "llama.cpp" and plan.deployment.cloud == "alicloud"
+    assert plan.bootstrap and plan.bootstrap.engine_source, "Alibaba nodes build llama.cpp from the sdist"
     assert plan.deployment.gpus_per_node == 0 and plan.engine.version == llama_repo.tag
     assert plan.model.weights_source == "oss" and plan.model.weights_file
     gguf = write_tiny_gguf(tmp_path / plan.model.weights_file).read_bytes()
@@ -59,7 +72,8 @@ def test_an_alibaba_node_reads_kms_and_oss_with_its_ram_role_and_answers(
         # 100.100.100.200).
         node = make_node(tmp_path, {"INFRAGEN_ALICLOUD_ENDPOINT_URL": cloud.url, "HTTP_PROXY": cloud.url})
         if mirror:
-            node.adjustments.append(f"the plan's PyPI mirror {mirror} removed (pip uses this machine's index)")
+            node.adjustments.append(f"the plan's PyPI mirror {mirror} removed (pip uses this machine's index; the "
+                                    f"llama.cpp sdist comes from a local index serving {llama_repo.sdist.name})")
         node.write_user_data(user_data, plan.storage.mount_path)
         seeded = engine_build.seed(node)
         try:
@@ -72,6 +86,9 @@ def test_an_alibaba_node_reads_kms_and_oss_with_its_ram_role_and_answers(
             assert "boot tools already installed" not in journal
             built = f"installed llama.cpp {plan.engine.version}" in journal
             assert built is not seeded, journal[-3000:]
+            # Built here only when not seeded: then from the sdist (index page, then the archive), never git.
+            assert sdist_index.requests == ([] if seeded else ["/simple/llama-cpp-python/",
+                                                               f"/packages/{llama_repo.sdist.name}"])
             stored = node.path(plan.storage.mount_path) / plan.model.weights_file
             assert hashlib.sha256(stored.read_bytes()).digest() == hashlib.sha256(gguf).digest()
             # The role's STS credentials came from the metadata service in hardened mode (token before every
@@ -105,5 +122,4 @@ def test_an_alibaba_node_reads_kms_and_oss_with_its_ram_role_and_answers(
             print(f"e2e alicloud: boots took {', '.join(f'{s:.0f} s' for s in node.boot_seconds)}"
                   f" ({'seeded with the AWS boot' if seeded else 'the first with the build'})")
             print(f"e2e alicloud: {len(cloud.requests)} requests to the stand-in, {len(cloud.refused)} refused")
-    assert {p: os.path.lexists(p) for p in HOST_PATHS} == host_before
     assert node.boot_seconds[1] < 120, "the second boot reinstalled or re-downloaded something"

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from infragen.catalog.alicloud_node import GpuDriverRow, load_alicloud_node, select_gpu_driver
+from infragen.catalog.engines import pinned_release
+from infragen.errors import DataError
 from infragen.sizing import plan_file
-from infragen.sizing.bootstrap import download_warning, select_bootstrap
+from infragen.sizing.bootstrap import download_warning, select_bootstrap, select_engine_source
 from infragen.sizing.resources import health_grace_s
 from tests.spec.conftest import run_cli
 
@@ -97,6 +99,42 @@ def test_an_engine_without_a_driver_row_gets_a_warning_and_no_install_step() -> 
     aws, _ = select_bootstrap(cloud="aws", engine="vllm", engine_version="0.7.3", gpu_count=8, erdma=False,
                               nodes=2, weights_source="huggingface", hf_endpoint=None)
     assert aws is None, "AWS plans keep no bootstrap part (and their digests)"
+
+
+def test_llama_cpp_on_alibaba_comes_from_the_pinned_sdist_through_the_mirror() -> None:
+    """Issue 17: the cloud's data says where built engines come from (alicloud_node.yaml source_builds), the
+    engine's data what is pinned (engines.yaml sdist): the plan carries both, AWS keeps the git clone."""
+    release = pinned_release("llama.cpp")
+    assert release.sdist is not None and release.commit
+    boot, _ = select_bootstrap(cloud="alicloud", engine="llama.cpp", engine_version=release.version, gpu_count=0,
+                               erdma=False, nodes=1, weights_source="huggingface", hf_endpoint=None)
+    assert boot is not None and boot.engine_source is not None
+    source = boot.engine_source
+    assert source.index_url == boot.pip_index_url == load_alicloud_node().pip_index_url
+    assert (source.package, source.version, source.file, source.sha256, source.tree) == (
+        release.sdist.package, release.sdist.version, release.sdist.file, release.sdist.sha256, release.sdist.tree)
+    assert source.commit == release.commit and f"b{source.build_number}" == release.version
+    vllm, _ = select_bootstrap(cloud="alicloud", engine="vllm", engine_version=pinned_release("vllm").version,
+                               gpu_count=1, erdma=False, nodes=1, weights_source="modelscope", hf_endpoint=None)
+    assert vllm is not None and vllm.engine_source is None, "vLLM installs wheels"
+    # The cloud's data decides, not the cloud's name: a node data file saying git keeps the clone.
+    git, _ = select_bootstrap(cloud="alicloud", engine="llama.cpp", engine_version=release.version, gpu_count=0,
+                              erdma=False, nodes=1, weights_source="huggingface", hf_endpoint=None,
+                              data=replace(load_alicloud_node(), source_builds="git"))
+    assert git is not None and git.engine_source is None
+    aws, _ = select_bootstrap(cloud="aws", engine="llama.cpp", engine_version=release.version, gpu_count=0,
+                              erdma=False, nodes=1, weights_source="huggingface", hf_endpoint=None)
+    assert aws is None
+    plan = plan_file(ROOT / "examples" / "ali-cpu-edge.yaml")
+    assert plan.bootstrap is not None and plan.bootstrap.engine_source == source
+
+
+def test_an_sdist_pin_without_its_release_tag_and_commit_is_a_data_error() -> None:
+    release = pinned_release("llama.cpp")
+    with pytest.raises(DataError, match="b<number>"):
+        select_engine_source(replace(release, commit=None), release.version, "http://mirror.example/simple/")
+    with pytest.raises(DataError, match="planned"):
+        select_engine_source(release, "b1", "http://mirror.example/simple/")
 
 
 @pytest.mark.parametrize("name", ALI_GPU_EXAMPLES)

@@ -3,6 +3,7 @@ token, installer arguments, one reboot, resume), the in-VPC PyPI mirror and Mode
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,111 @@ def test_the_cn_beijing_example_downloads_from_modelscope_through_the_in_vpc_mir
     text = render_user_data(plan, "replica")
     secrets = next(f["content"] for f in yaml.safe_load(text)["write_files"] if f["path"].endswith("secrets"))
     assert "hf-token" not in secrets
+
+
+def _sdist_install(tmp_path: Path, content: bytes | None = None) -> tuple[Path, Path, list[str], Any]:
+    """infragen-install's engine step of the Alibaba CPU plan (tools already installed) against a local index that
+    serves a small stand-in sdist; `content` replaces the archive served (a tampered mirror). Returns (root,
+    calls file, the index's requests, the result)."""
+    from tests.pypi_index import local_index
+    from tests.render.test_boot_sources import fake_sdist
+
+    plan = make_plan("cpu", "alicloud")
+    source = plan.bootstrap.engine_source if plan.bootstrap else None
+    assert source is not None and source.index_url == MIRROR, "Alibaba llama.cpp plans build from the sdist"
+    served = tmp_path / "served" / source.file
+    served.parent.mkdir()
+    fake_sdist(served, source.tree)
+    sha256 = hashlib.sha256(served.read_bytes()).hexdigest()
+    if content is not None:
+        served.write_bytes(content)
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    fake(bin_dir, "git", f'echo "git $*" >> {calls}; exit 1\n')
+    fake(bin_dir, "cmake", f'echo "cmake $*" >> {calls}; if [ "$1" = --build ]; then mkdir -p "$2/bin"; '
+         'printf "#!/bin/bash\\necho version: 1\\n" > "$2/bin/llama-server"; chmod +x "$2/bin/llama-server"; fi\n')
+    with local_index(source.package, [served]) as index:
+        plan = _with(plan, bootstrap={"engine_source": {**source.model_dump(mode="json"), "index_url": index.url,
+                                                        "sha256": sha256}})
+        root = sandbox(plan, "replica", tmp_path / "root")
+        (root / "opt/infragen").mkdir(parents=True, exist_ok=True)
+        (root / "opt/infragen/.installed-tools").touch()
+        result = run(root, "infragen-install", bin_dir)
+    return root, calls, index.requests, result
+
+
+def test_llama_cpp_is_built_from_the_pinned_sdist_fetched_through_the_mirror(tmp_path: Path) -> None:
+    """Issue 17: llama.cpp on Alibaba without its git host. The source is the sdist on the plan's index (the
+    in-VPC mirror), checked by sha256, unpacked, and built with the same cmake flags plus the pinned build id."""
+    root, calls, requests, result = _sdist_install(tmp_path)
+    assert result.returncode == 0, result.stderr
+    source = make_plan("cpu", "alicloud").bootstrap.engine_source  # type: ignore[union-attr]
+    assert requests == [f"/simple/{source.package}/", f"/packages/{source.file}"]
+    lines = calls.read_text().splitlines()
+    assert not [line for line in lines if line.startswith("git")], "no git clone on Alibaba"
+    configure = next(line for line in lines if line.startswith("cmake -S")).split()
+    assert configure[2] == f"{root}/opt/infragen/src/{source.tree}"
+    for flag in ("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DGGML_NATIVE=ON", "-DBUILD_SHARED_LIBS=OFF",
+                 f"-DLLAMA_BUILD_NUMBER={source.build_number}", f"-DLLAMA_BUILD_COMMIT={source.commit[:9]}"):
+        assert flag in configure
+    assert (root / "opt/infragen/llama.cpp/bin/llama-server").is_file()
+    assert (root / "opt/infragen/.installed-llamacpp-b11312").exists()
+    text = render_user_data(make_plan("cpu", "alicloud"), "replica")
+    assert "git clone" not in text and "- git\n" not in text
+    # AWS keeps the git clone of the release tag (its nodes reach the git host).
+    assert "git clone --depth 1 --branch" in render_user_data(make_plan("cpu", "aws"), "replica")
+
+
+def test_an_sdist_that_does_not_match_the_pinned_sha256_is_never_unpacked(tmp_path: Path) -> None:
+    root, calls, _, result = _sdist_install(tmp_path, content=b"not the pinned archive")
+    assert result.returncode != 0
+    assert "not the pinned" in result.stderr and "giving up after 5 attempts: fetch_sdist" in result.stderr
+    assert not calls.exists() or not [line for line in calls.read_text().splitlines() if line.startswith("cmake")]
+    assert not list((root / "opt/infragen/src").iterdir()), "nothing of the tampered archive stays on disk"
+    assert not (root / "opt/infragen/.installed-llamacpp-b11312").exists()
+
+
+def test_the_cn_beijing_llama_cpp_example_reaches_only_modelscope_and_the_in_vpc_mirror(tmp_path: Path) -> None:
+    """Issue 17's done-when on the CPU example (examples/ali-cpu-edge.yaml, cn-beijing, planned for real): the
+    GGUF comes from ModelScope (Qwen's GGUF repository there, one file), every pip install and the llama.cpp
+    source go to Alibaba's in-VPC PyPI mirror, and nothing is cloned with git or read from Hugging Face."""
+    from infragen.sizing import plan_file
+    from tests.render.test_boot_sources import fake_sdist
+
+    plan = plan_file(Path(__file__).resolve().parents[2] / "examples" / "ali-cpu-edge.yaml")
+    assert plan.deployment.region == "cn-beijing" and plan.engine.name == "llama.cpp"
+    assert plan.model.weights_source == "modelscope"
+    assert (plan.model.weights_uri, plan.model.weights_file) == ("qwen/Qwen2.5-1.5B-Instruct-GGUF",
+                                                                 "qwen2.5-1.5b-instruct-q4_k_m.gguf")
+    source = plan.bootstrap.engine_source if plan.bootstrap else None
+    assert source is not None and source.index_url == MIRROR
+    root = sandbox(plan, "replica", tmp_path / "root")
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    sdist = fake_sdist(tmp_path / "fake.tar.gz", source.tree)
+    # python3: `-m venv DIR` makes the recording pip; `- INDEX PACKAGE FILE SHA256 DEST` (the sdist fetch) records
+    # where it fetches from and leaves a stand-in archive at DEST.
+    _fake_venv_python(bin_dir, calls)
+    venv = (bin_dir / "python3").read_text().removeprefix("#!/bin/bash\n")
+    fake(bin_dir, "python3", f'if [ "$1" = - ]; then echo "sdist $2 $3 $4" >> {calls}; cp {sdist} "$6"; exit 0; fi\n'
+         + venv)
+    fake(bin_dir, "git", f'echo "git $*" >> {calls}; exit 1\n')
+    fake(bin_dir, "cmake", 'if [ "$1" = --build ]; then mkdir -p "$2/bin"; '
+         'printf "#!/bin/bash\\necho version: 1\\n" > "$2/bin/llama-server"; chmod +x "$2/bin/llama-server"; fi\n')
+    assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
+    lines = calls.read_text().splitlines()
+    pips = [line for line in lines if line.startswith("pip ")]
+    assert pips and all(line.startswith(f"pip {MIRROR} mirrors.cloud.aliyuncs.com ") for line in pips)
+    assert any("modelscope==" in line for line in pips) and not any("huggingface" in line for line in pips)
+    assert [line for line in lines if line.startswith("sdist ")] == [
+        f"sdist {MIRROR} llama-cpp-python {source.file}"]
+    assert not [line for line in lines if line.startswith("git")]
+    calls.unlink()
+    tools = root / "opt/infragen/tools/bin"
+    tools.mkdir(parents=True, exist_ok=True)
+    fake(tools, "modelscope", f'echo "modelscope $*" >> {calls}\n')
+    assert (result := run(root, "infragen-fetch-model", bin_dir)).returncode == 0, result.stderr
+    (line,) = calls.read_text().splitlines()
+    assert line.startswith("modelscope download --model qwen/Qwen2.5-1.5B-Instruct-GGUF "
+                           f"qwen2.5-1.5b-instruct-q4_k_m.gguf --local_dir {root}/")
+    text = render_user_data(plan, "replica")
+    secrets = next(f["content"] for f in yaml.safe_load(text)["write_files"] if f["path"].endswith("secrets"))
+    assert "hf-token" not in secrets and "HF_ENDPOINT" not in text

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -46,11 +48,28 @@ def test_llama_cpp_is_cloned_from_the_rendered_repository(tmp_path: Path) -> Non
         f"git clone --depth 1 --branch b11312 {mirror} ")
 
 
+def fake_sdist(path: Path, tree: str) -> Path:
+    """A gzip tarball holding `tree`/CMakeLists.txt: what an engine_source sdist gives the build."""
+    with tarfile.open(path, "w:gz") as tar:
+        data = b"project(fake)\n"
+        info = tarfile.TarInfo(f"{tree}/CMakeLists.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return path
+
+
 def _recording_install(tmp_path: Path, cloud: str = "aws") -> tuple[Path, Path, Path]:
-    """The CPU plan's infragen-install with fakes that record each call: (root, fakes, calls file)."""
-    root = sandbox(make_plan("cpu", cloud), "replica", tmp_path / "root")
+    """The CPU plan's infragen-install with fakes that record each call: (root, fakes, calls file). A plan with an
+    engine_source gets its sdist from the fake python3's `python3 - INDEX PACKAGE FILE SHA256 DEST` (the fetch)."""
+    plan = make_plan("cpu", cloud)
+    root = sandbox(plan, "replica", tmp_path / "root")
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
-    fake(bin_dir, "python3", f'echo "venv $3" >> {calls}\n' + _VENV.replace("exit 0", f'echo pip "$@" >> {calls}'))
+    fetch = ""
+    if plan.bootstrap and plan.bootstrap.engine_source:
+        sdist = fake_sdist(tmp_path / "fake.tar.gz", plan.bootstrap.engine_source.tree)
+        fetch = f'if [ "$1" = - ]; then echo "sdist $2 $3 $4 $5" >> {calls}; cp {sdist} "$6"; exit 0; fi\n'
+    fake(bin_dir, "python3", fetch + f'echo "venv $3" >> {calls}\n'
+         + _VENV.replace("exit 0", f'echo pip "$@" >> {calls}'))
     fake(bin_dir, "aws", "exit 0\n")
     fake(bin_dir, "git", f'echo "git $*" >> {calls}; mkdir -p "${{!#}}"\n')
     fake(bin_dir, "cmake", f'echo "cmake $*" >> {calls}; if [ "$1" = --build ]; then mkdir -p "$2/bin"; '
@@ -88,7 +107,7 @@ def test_the_boot_tools_and_the_engine_are_installed_by_their_own_markers(tmp_pa
     assert (result := run(root, "infragen-install", bin_dir)).returncode == 0, result.stderr
     assert "llama.cpp b11312 already installed" in result.stderr
     assert any(line.startswith("venv") for line in calls.read_text().splitlines())
-    assert not any(line.startswith(("git", "cmake")) for line in calls.read_text().splitlines())
+    assert not any(line.startswith(("git", "cmake", "sdist")) for line in calls.read_text().splitlines())
 
 
 @pytest.mark.parametrize("url", ["", "llama.cpp", "https://example.test/a b", "file:///x\n- runcmd"])
