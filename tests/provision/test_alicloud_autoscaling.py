@@ -248,14 +248,3 @@ def test_names_that_are_unique_in_a_region_carry_the_stack() -> None:
         assert all(stack_slug(stack) in g.inputs["scalingGroupName"] for g in groups)
         assert all(len(g.inputs["scalingGroupName"]) <= 64 for g in groups)
         assert len(template.inputs["hostName"]) <= 64 and not template.inputs["hostName"].endswith("-")
-
-
-def test_a_spot_plan_with_an_on_demand_floor_warns_that_alibaba_launches_it_as_spot() -> None:
-    from infragen.plan import SpotPlan
-
-    spot = SpotPlan(on_demand_base_replicas=1, on_demand_base_nodes=1, spot_nodes=1, base_basis="test",
-                    usd_per_month_expected=None, interruption_note="none", risk="test")
-    floor = make_plan("single", "alicloud", spot=True).model_copy(update={"spot": spot})
-    assert any("on-demand floor is not applied" in w for w in run_alicloud(floor, today=TODAY).recording.warnings)
-    none = make_plan("single", "alicloud", spot=True)
-    assert not any("on-demand floor" in w for w in run_alicloud(none, today=TODAY).recording.warnings)

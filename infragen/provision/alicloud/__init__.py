@@ -20,12 +20,15 @@ from infragen.catalog.alicloud_node import load_alicloud_node
 from infragen.errors import InputError
 from infragen.plan import Plan
 from infragen.provision.alicloud.autoscaling import (
+    extra_floor_nodes,
     group_shares,
     keeps_offset,
     launch_wait_s,
+    on_demand_floor_nodes,
     one_zone_warning,
     schedule_window,
     scheduled_steps,
+    spot_instance_types,
     target_qps_per_engine,
     today_utc,
 )
@@ -120,12 +123,9 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     _require_driver_image(plan, opts)
     kms_instance_id, kms_key_id = _require_kms(opts)
     _refuse_spot_in_deployment_sets(plan)
-    if plan.spot is not None and plan.spot.on_demand_base_nodes:
-        # The plan bills the floor on demand; this program does not launch it yet, so say so before `up`.
-        pulumi.log.warn(f"plan {plan.workload} keeps {plan.spot.on_demand_base_nodes} node(s) on demand under spot "
-                        "(spot.on_demand_base_replicas), but the Alibaba program launches every node as spot: the "
-                        "on-demand floor is not applied (docs/alicloud.md); plan spot.on_demand_base_replicas: 0 "
-                        "to deploy what the plan prices, or pricing: on-demand")
+    if plan.deployment.pricing == "spot" and plan.spot is None:
+        pulumi.log.warn(f"plan {plan.workload} is priced on spot but carries no on-demand floor (`spot` part): "
+                        "every node is spot; re-plan it with this infragen to keep a base on demand")
     region = plan.deployment.region
     configured = pulumi.Config("alicloud").get("region")
     if configured and configured != region:
@@ -181,6 +181,7 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
             image_id=image_id, vswitch_ids=network.node_vswitch_ids,
             security_group_id=network.node_security_group_id, role_name=secrets.role_name,
             spot=plan.deployment.pricing == "spot", eri_interfaces=eri_interfaces(plan),
+            on_demand_replicas=plan.spot.on_demand_base_replicas if plan.spot is not None else 0,
             low_latency_placement=plan.network.placement == "cluster", tags=tags,
             depends_on=[secrets.policy_attachment]), in_region)
     backends = None if compute is None else [Backend(instance_id=compute.instance_ids[node.index], port=port)
@@ -200,7 +201,8 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
     if grouped:
         groups = _replica_groups(plan, render("replica", None, "user-data of the replicas"), disks=disks,
                                  image_id=image_id, network=network, secrets=secrets, lb=lb, tags=tags,
-                                 today=today, opts=in_region)
+                                 today=today, opts=in_region,
+                                 spot_types=_spot_types(plan, invoke, node_zones))
         exports |= {"scaling_group_ids": groups.scaling_group_ids, "launch_template_id": groups.launch_template_id,
                     "autoscaling_resources": [r.urn for r in groups.scaling_resources],
                     "instance_refreshes": groups.refreshes}
@@ -209,12 +211,19 @@ def build_alicloud(plan: Plan, settings: StackSettings, *, options: AlicloudOpti
 
 def _replica_groups(plan: Plan, user_data: str, *, disks: DiskLayout, image_id: pulumi.Input[str],
                     network: AliNetwork, secrets: AliSecrets, lb: AliLoadBalancer, tags: dict[str, str],
-                    today: date | None, opts: pulumi.ResourceOptions) -> AliReplicaGroups:
-    """The single-node replicas as ESS groups with the plan's bounds, QPS target and daily schedule."""
+                    today: date | None, opts: pulumi.ResourceOptions,
+                    spot_types: pulumi.Input[Sequence[str]] = ()) -> AliReplicaGroups:
+    """The single-node replicas as ESS groups with the plan's bounds, QPS target and daily schedule (a spot plan:
+    on-demand groups for its floor, spot groups for the rest)."""
     shares = group_shares(plan, len(network.node_vswitch_ids))
     one_zone = one_zone_warning(plan, len(network.node_vswitch_ids))
     if one_zone:
         pulumi.log.warn(one_zone)
+    extra = extra_floor_nodes(plan)
+    if extra:
+        pulumi.log.warn(f"plan {plan.workload}'s floor is all on demand ({on_demand_floor_nodes(plan)} node(s)); its "
+                        f"spot groups keep {extra} node at the quietest hours too (ESS target tracking cannot grow an "
+                        "empty group), one more than the plan's floor")
     on = today or today_utc()
     steps = scheduled_steps(plan, on)
     if steps and plan.scaling is not None and not keeps_offset(plan.scaling.time_zone, on.year):
@@ -232,8 +241,23 @@ def _replica_groups(plan: Plan, user_data: str, *, disks: DiskLayout, image_id: 
         role_name=secrets.role_name, spot=plan.deployment.pricing == "spot", shares=shares,
         lb_kind=plan.network.load_balancer, server_group_id=lb.server_group_id, ports=serving_ports(plan),
         launch_wait_s=launch_wait_s(plan), tags=tags, target_qps=target, warmup_s=launch_wait_s(plan),
-        steps=steps, schedule_window=schedule_window(on),
-        depends_on=[secrets.policy_attachment, *lb.listeners]), opts)
+        steps=steps, schedule_window=schedule_window(on), on_demand_floor_nodes=on_demand_floor_nodes(plan),
+        spot_instance_types=spot_types, depends_on=[secrets.policy_attachment, *lb.listeners]), opts)
+
+
+def _spot_types(plan: Plan, invoke: pulumi.InvokeOptions,
+                node_zones: pulumi.Input[Sequence[str]]) -> pulumi.Input[Sequence[str]]:
+    """The types a spot plan's spot groups may launch: the planned one and the same-GPU alternatives that ECS sells
+    as spot in every node zone (zone look-ups, like the planned type's)."""
+    alternatives = plan.spot.alternative_instance_types if plan.spot is not None else []
+    if plan.deployment.pricing != "spot" or not alternatives:
+        return [plan.deployment.instance_type]
+    offered = {t: alicloud.get_zones_output(
+        available_instance_type=t, available_resource_creation="VSwitch", available_disk_category="cloud_essd",
+        instance_charge_type="PostPaid", spot_strategy="SpotAsPriceGo", opts=invoke).ids for t in alternatives}
+    names = list(offered)
+    return pulumi.Output.all(pulumi.Output.from_input(node_zones), *(offered[t] for t in names)).apply(
+        lambda found: spot_instance_types(plan, dict(zip(names, found[1:], strict=True)), list(found[0])))
 
 
 def _head_of(node: NodeLayout, nodes: Sequence[NodeLayout]) -> str | None:

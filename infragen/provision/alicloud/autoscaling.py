@@ -34,13 +34,20 @@ class GroupShare:
     """One scaling group's part of the fleet (nodes)."""
 
     index: int
-    """Group number: 0 prefers the first node zone, 1 the second."""
+    """Group number within its kind: 0 prefers the first node zone, 1 the second."""
     min_size: int
     """Floor of the group (its share of the plan's floor)."""
     max_size: int
     """Ceiling of the group (its share of the plan's ceiling, at least its share of the peak fleet)."""
     desired: int
     """Nodes at creation (its share of `plan.deployment.nodes`); the scaler owns it afterwards."""
+    on_demand: bool = False
+    """A spot plan's on-demand floor group (pay-as-you-go instances); False = the plan's own pricing."""
+
+    @property
+    def key(self) -> str:
+        """Name part: `g0`, `g1` (the groups every plan has, names unchanged) or `od0`, `od1` (the floor)."""
+        return f"od{self.index}" if self.on_demand else f"g{self.index}"
 
 
 @dataclass(frozen=True)
@@ -95,11 +102,73 @@ def split(total: int, groups: int) -> list[int]:
     return [total // groups + (1 if i < total % groups else 0) for i in range(groups)]
 
 
+def on_demand_floor_nodes(plan: Plan) -> int:
+    """Nodes a spot plan keeps on demand (`plan.spot.on_demand_base_nodes`); 0 for any other plan."""
+    if plan.deployment.pricing != "spot" or plan.spot is None:
+        return 0
+    return plan.spot.on_demand_base_nodes
+
+
 def group_shares(plan: Plan, zone_slots: int) -> list[GroupShare]:
-    """Each group's bounds: the fleet's split over the groups (the shares add up to the plan's figures)."""
-    groups = group_count(plan, zone_slots)
+    """Each group's bounds: the fleet's split over the groups (the shares add up to the plan's figures).
+
+    A spot plan with an on-demand floor of B nodes gets on-demand groups holding the first B nodes of the fleet
+    (their part of any fleet size n is min(n, B), as AWS's OnDemandBaseCapacity) and spot groups holding the rest.
+    ESS's own base capacity (OnDemandBaseCapacity) needs the cost-optimised or composable scaling policy, and instance
+    refresh, which rolls a changed launch template, only runs on priority-policy groups: two kinds of priority
+    groups keep both. A spot part that scales keeps one node at least (target tracking cannot grow an empty
+    group), one more than the plan's floor when the floor is all on demand (`extra_floor_nodes`)."""
     low, high, desired = fleet_bounds(plan)
-    return [GroupShare(index=i, min_size=mn, max_size=max(mx, d), desired=d)
+    base = on_demand_floor_nodes(plan)
+    # The busiest scheduled floor: a kind whose schedule reaches two nodes gets two groups (`group_count`).
+    busiest = max((change.nodes for change in floor_changes(plan)), default=low)
+    if base == 0:
+        return _kind(low, high, desired, group_count(plan, zone_slots), on_demand=False)
+    floor = _kind(min(low, base), min(high, base), min(desired, base),
+                  _groups(zone_slots, min(low, base), min(busiest, base)), on_demand=True)
+    if high <= base:
+        return floor
+    spot_low = max(low - base, 1)
+    return floor + _kind(spot_low, high - base, max(desired - base, spot_low),
+                         _groups(zone_slots, spot_low, max(busiest - base, 1)), on_demand=False)
+
+
+def extra_floor_nodes(plan: Plan) -> int:
+    """Nodes the groups keep beyond the plan's floor (the spot part's one node when the floor is all on demand)."""
+    low, high, _ = fleet_bounds(plan)
+    base = on_demand_floor_nodes(plan)
+    return 1 if base and high > base and low <= base else 0
+
+
+def share_of(nodes: int, share: GroupShare, shares: list[GroupShare], base: int) -> int:
+    """`share`'s part of a fleet of `nodes` (a scheduled floor): the on-demand groups split min(nodes, base), the
+    spot groups the rest (one node at least when they exist beside a floor)."""
+    kind = [s for s in shares if s.on_demand == share.on_demand]
+    if not base:
+        part = nodes
+    elif share.on_demand:
+        part = min(nodes, base)
+    else:
+        part = max(nodes - base, 1)
+    return split(part, len(kind))[share.index]
+
+
+def spot_instance_types(plan: Plan, offered: dict[str, list[str]], node_zones: list[str]) -> list[str]:
+    """Types the spot groups may launch: the planned one first, then the plan's same-GPU alternatives that are
+    offered (as spot) in every node zone (a type one zone lacks would fail there)."""
+    alternatives = plan.spot.alternative_instance_types if plan.spot is not None else []
+    zones = set(node_zones)
+    return [plan.deployment.instance_type,
+            *(t for t in alternatives if t != plan.deployment.instance_type and zones <= set(offered.get(t, [])))]
+
+
+def _groups(zone_slots: int, low: int, busiest: int) -> int:
+    """`group_count`'s rule for one kind of group: two with two zones and a floor (or scheduled floor) of two."""
+    return 2 if zone_slots >= 2 and (low >= 2 or busiest >= 2) else 1
+
+
+def _kind(low: int, high: int, desired: int, groups: int, *, on_demand: bool) -> list[GroupShare]:
+    return [GroupShare(index=i, min_size=mn, max_size=max(mx, d), desired=d, on_demand=on_demand)
             for i, (mn, mx, d) in enumerate(zip(split(low, groups), split(high, groups), split(desired, groups),
                                                 strict=True))]
 

@@ -55,6 +55,8 @@ class NodesArgs:
     """Tags for every resource."""
     depends_on: Sequence[pulumi.Resource] = ()
     """Resources the instances must wait for (the role's policy attachment)."""
+    on_demand_replicas: int = 0
+    """A spot plan's on-demand floor in whole replicas: replicas 0..n-1 run pay-as-you-go, every node of them."""
 
 
 class AliNodes(pulumi.ComponentResource):
@@ -119,7 +121,8 @@ class AliNodes(pulumi.ComponentResource):
                 # No public address: clients come through the load balancer, egress goes through the NAT gateway.
                 internet_max_bandwidth_out=0,
                 instance_charge_type="PostPaid",
-                spot_strategy=SPOT_STRATEGY if args.spot else "NoSpot",
+                # A spot plan's floor: its first replicas, whole, stay pay-as-you-go (plan.spot).
+                spot_strategy=SPOT_STRATEGY if args.spot and node.replica >= args.on_demand_replicas else "NoSpot",
                 system_disk_category="cloud_essd",
                 system_disk_size=disks.system_gib,
                 system_disk_performance_level=disks.system_level,

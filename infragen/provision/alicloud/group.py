@@ -15,7 +15,7 @@ from typing import Literal
 import pulumi
 import pulumi_alicloud as alicloud
 
-from infragen.provision.alicloud.autoscaling import GroupShare, ScheduledStep, refresh_max_healthy_percentage, split
+from infragen.provision.alicloud.autoscaling import GroupShare, ScheduledStep, refresh_max_healthy_percentage, share_of
 from infragen.provision.alicloud.compute import SPOT_STRATEGY, encode_user_data
 from infragen.provision.alicloud.layout import DiskLayout
 
@@ -50,7 +50,8 @@ class ReplicaGroupsArgs:
     spot: bool
     """Spot instances (plan.deployment.pricing == "spot")."""
     shares: Sequence[GroupShare]
-    """Each group's floor, ceiling and initial size (from `group_shares`)."""
+    """Each group's floor, ceiling and initial size (from `group_shares`); `on_demand` shares are a spot plan's
+    floor, launched from a second, pay-as-you-go template."""
     lb_kind: Literal["alb", "nlb"]
     """Load balancer the groups attach to."""
     server_group_id: pulumi.Input[str]
@@ -72,6 +73,11 @@ class ReplicaGroupsArgs:
     """(first launch, end of recurrence) of the scheduled tasks, ISO 8601 UTC."""
     depends_on: Sequence[pulumi.Resource] = field(default_factory=tuple)
     """Resources the groups wait for (the role's policy attachment, the listeners)."""
+    on_demand_floor_nodes: int = 0
+    """A spot plan's on-demand floor (nodes): how the scheduled floors split between the two kinds of groups."""
+    spot_instance_types: pulumi.Input[Sequence[str]] = ()
+    """Types the spot groups may launch, the planned one first (`spot_instance_types`); one or none = the
+    template's type only."""
 
 
 class AliReplicaGroups(pulumi.ComponentResource):
@@ -84,6 +90,25 @@ class AliReplicaGroups(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ReplicaGroupsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("infragen:alicloud:ReplicaGroups", name, None, opts)
+        # Every change (user data, image, disks, type) becomes a new version of the template; the groups launch its
+        # latest version and the refresh below rolls the running nodes onto it. A spot plan's on-demand floor
+        # groups launch from a second template, the same but pay-as-you-go.
+        template = self._template(name, args, spot=args.spot)
+        floor = (self._template(f"{name}-od", args, spot=False, suffix="-od")
+                 if any(s.on_demand for s in args.shares) else None)
+        self.launch_template_id = template.id
+
+        self.scaling_group_ids = []
+        self.scaling_resources = []
+        self.refreshes = []
+        slots = list(args.vswitch_ids)
+        for share in args.shares:
+            chosen = floor if share.on_demand and floor is not None else template
+            self._group(name, args, share, chosen, slots[share.index:] + slots[:share.index])
+        self.register_outputs({"launch_template_id": template.id, "scaling_group_ids": self.scaling_group_ids})
+
+    def _template(self, name: str, args: ReplicaGroupsArgs, *, spot: bool,
+                  suffix: str = "") -> alicloud.ecs.EcsLaunchTemplate:
         child = pulumi.ResourceOptions(parent=self)
         tags = dict(args.tags)
         disks = args.disks
@@ -93,13 +118,11 @@ class AliReplicaGroups(pulumi.ComponentResource):
                 size=disks.data_gib, category=disks.data_category, performance_level=disks.data_level,
                 encrypted=True, delete_with_instance=True, name=f"{args.prefix}-models",
                 description="model store (mounted by cloud-init)")]
-        # Every change (user data, image, disks, type) becomes a new version of this one template; the groups
-        # launch its latest version and the refresh below rolls the running nodes onto it.
-        template = alicloud.ecs.EcsLaunchTemplate(
-            f"{name}-template", launch_template_name=f"{args.prefix}-replica", instance_type=args.instance_type,
+        return alicloud.ecs.EcsLaunchTemplate(
+            f"{name}-template", launch_template_name=f"{args.prefix}-replica{suffix}", instance_type=args.instance_type,
             image_id=args.image_id, security_group_ids=[args.security_group_id], ram_role_name=args.role_name,
             instance_name=f"{args.prefix}-replica", host_name=f"{args.prefix}-replica"[:64].rstrip("-"),
-            instance_charge_type="PostPaid", spot_strategy=SPOT_STRATEGY if args.spot else "NoSpot",
+            instance_charge_type="PostPaid", spot_strategy=SPOT_STRATEGY if spot else "NoSpot",
             # No public address: clients come through the load balancer, egress goes through the NAT gateway.
             internet_max_bandwidth_out=0,
             system_disk=alicloud.ecs.EcsLaunchTemplateSystemDiskArgs(
@@ -109,30 +132,30 @@ class AliReplicaGroups(pulumi.ComponentResource):
             # Metadata only with a session token (IMDSv2-style hardening), as on the fixed instances.
             http_endpoint="enabled", http_tokens="required",
             user_data=encode_user_data(args.user_data, what="user-data of the replicas"),
-            description=f"infragen {args.prefix} single-node replica", version_description="infragen plan",
-            tags={**tags, "infragen:role": "replica"}, template_tags=tags, opts=child)
-        self.launch_template_id = template.id
-
-        self.scaling_group_ids = []
-        self.scaling_resources = []
-        self.refreshes = []
-        slots = list(args.vswitch_ids)
-        for share in args.shares:
-            self._group(name, args, share, template, slots[share.index:] + slots[:share.index])
-        self.register_outputs({"launch_template_id": template.id, "scaling_group_ids": self.scaling_group_ids})
+            description=f"infragen {args.prefix} single-node replica{' (on-demand floor)' if suffix else ''}",
+            version_description="infragen plan", tags={**tags, "infragen:role": "replica"}, template_tags=tags,
+            opts=child)
 
     def _group(self, name: str, args: ReplicaGroupsArgs, share: GroupShare, template: alicloud.ecs.EcsLaunchTemplate,
                vswitch_ids: list[pulumi.Input[str]]) -> None:
         child = pulumi.ResourceOptions(parent=self)
-        gname = f"{name}-g{share.index}"
+        gname = f"{name}-{share.key}"
+        # Names of the plan's own groups are unchanged since before the floor existed (g0: hook boot-0, ...).
+        number = share.key if share.on_demand else str(share.index)
         low, high = share.min_size, share.max_size
+        spot = args.spot and not share.on_demand
         # PRIORITY: the first vSwitch's zone while it has stock, the next ones when it has none (zone fallback at
         # launch time, beyond preflight). Instance refresh needs this policy (Alibaba StartInstanceRefresh doc:
         # only ECS scaling groups with the priority policy); spread comes from two groups preferring two zones.
+        # Spot groups may launch the plan's same-GPU alternatives too (more spot pools, fewer simultaneous
+        # interruptions): the template's type first, the others when it has no stock.
+        overrides = (pulumi.Output.from_input(args.spot_instance_types).apply(
+            lambda types: [alicloud.ess.ScalingGroupLaunchTemplateOverrideArgs(instance_type=t) for t in types]
+            if len(types) > 1 else None) if spot else None)
         group = alicloud.ess.ScalingGroup(
-            gname, scaling_group_name=f"{args.prefix}-g{share.index}", min_size=low, max_size=high,
+            gname, scaling_group_name=f"{args.prefix}-{share.key}", min_size=low, max_size=high,
             desired_capacity=share.desired, vswitch_ids=vswitch_ids, multi_az_policy="PRIORITY",
-            launch_template_id=template.id, launch_template_version="Latest",
+            launch_template_id=template.id, launch_template_version="Latest", launch_template_overrides=overrides,
             # ECS health: a stopped, released or failed node is replaced without `pulumi up`. The ALB's own health
             # check keeps traffic off a node whose engine is not ready.
             health_check_types=["ECS"], removal_policies=["OldestScalingConfiguration", "OldestInstance"],
@@ -141,7 +164,7 @@ class AliReplicaGroups(pulumi.ComponentResource):
                                         ignore_changes=["desired_capacity"] if low != high else None))
         self.scaling_group_ids.append(group.id)
         alicloud.ess.LifecycleHook(
-            f"{gname}-boot", scaling_group_id=group.id, name=f"{args.prefix}-boot-{share.index}",
+            f"{gname}-boot", scaling_group_id=group.id, name=f"{args.prefix}-boot-{number}",
             lifecycle_transition="SCALE_OUT", heartbeat_timeout=args.launch_wait_s, default_result="CONTINUE",
             opts=child)
         # One attachment per engine port: an attachment is (group, server group, type, port) (provider docs), so a
@@ -152,17 +175,16 @@ class AliReplicaGroups(pulumi.ComponentResource):
                 type=args.lb_kind.upper(), port=port, weight=100, force_attach=True, opts=child)
         if args.target_qps is not None and args.lb_kind == "alb":
             self.scaling_resources.append(alicloud.ess.ScalingRule(
-                f"{gname}-qps", scaling_group_id=group.id, scaling_rule_name=f"{args.prefix}-qps-{share.index}",
+                f"{gname}-qps", scaling_group_id=group.id, scaling_rule_name=f"{args.prefix}-qps-{number}",
                 scaling_rule_type="TargetTrackingScalingRule", metric_name=QPS_METRIC, target_value=args.target_qps,
                 alarm_dimension=alicloud.ess.ScalingRuleAlarmDimensionArgs(
                     dimension_key=QPS_DIMENSION, dimension_value=args.server_group_id),
                 estimated_instance_warmup=args.warmup_s, opts=child))
-        groups = len(args.shares)
         start, end = args.schedule_window
         for step in args.steps:
-            nodes = split(step.nodes, groups)[share.index]
+            nodes = share_of(step.nodes, share, list(args.shares), args.on_demand_floor_nodes)
             self.scaling_resources.append(alicloud.ess.ScheduledTask(
-                f"{gname}-{step.name}", scheduled_task_name=f"{step.name}-g{share.index}",
+                f"{gname}-{step.name}", scheduled_task_name=f"{step.name}-{share.key}",
                 scaling_group_id=group.id, min_value=nodes, desired_capacity=nodes, max_value=high,
                 recurrence_type="Cron", recurrence_value=step.cron, launch_time=start, recurrence_end_time=end,
                 description=f"infragen {args.prefix}: fleet floor {step.nodes} node(s), UTC cron {step.cron}",
