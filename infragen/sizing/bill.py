@@ -119,8 +119,10 @@ def _load_balancer(plan: Plan, prices: ServicePrices, price: Callable[[str], Ser
         return max(load / unit.new_connections_per_s, load * in_flight_s / unit.active_connections,
                    load * bytes_per_request * 3600 / 1e9 / unit.gb_per_hour)
 
-    def monthly(units: float) -> float:
-        return ((hour.usd if hour else 0.0) + (lcu.usd * units if lcu else 0.0)) * HOURS_PER_MONTH
+    def monthly(units: float) -> float | None:
+        if hour is None or lcu is None:  # a half-priced balancer would read as a real, too low figure
+            return None
+        return (hour.usd + lcu.usd * units) * HOURS_PER_MONTH
 
     peak_units = lcus(rps)
     profile_units = None if fractions is None else sum(lcus(rps * f) for f in fractions) / len(fractions)

@@ -98,6 +98,16 @@ def test_lines_without_a_cited_price_are_listed_never_zero() -> None:
     assert "unpriced (no cited price):" in text and "egress n/a" in text
 
 
+def test_an_unpriced_load_balancer_is_not_shown_as_zero() -> None:
+    """AWS regions outside those services.yaml prices have no ALB hour/LCU price: the line is n/a, not $0."""
+    base = make_plan("single", "aws")
+    plan = base.model_copy(update={"deployment": base.deployment.model_copy(update={"region": "eu-west-1"})})
+    b = bill.select_bill(plan, TrafficSpec(peak_requests_per_s=5), load_service_prices())
+    lb = {x.item: x for x in b.lines}["load-balancer"]
+    assert "load-balancer" in b.unpriced and lb.usd_per_month_at_peak is None
+    assert "load balancer n/a" in render_text(plan.model_copy(update={"bill": b}))
+
+
 def test_the_daily_example_bill_is_cheaper_at_the_profile_and_shows_everywhere() -> None:
     plan = plan_file(ROOT / "examples" / "daily-chatbot.yaml")
     b = plan.bill
