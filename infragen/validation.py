@@ -99,7 +99,7 @@ def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, .
         close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         allowed_txt = f" Allowed here: {', '.join(allowed)}." if allowed else ""
-        return loc, f"{_loc(loc)}: unknown field{hint}{allowed_txt}"
+        return loc, f"{_loc(loc)}: unknown field{hint or ('.' if allowed_txt else '')}{allowed_txt}"
     msg = err["msg"]
     if kind in {"literal_error", "enum"}:
         given = err.get("input")

@@ -59,6 +59,12 @@ def test_unknown_top_level_field_did_you_mean(tmp_path: Path) -> None:
     assert "required field missing" not in line  # the misspelling explains the missing field
 
 
+def test_unknown_field_without_a_close_name_lists_what_is_allowed_as_a_sentence(tmp_path: Path) -> None:
+    """A field with no close name ('constraints', from other tools' specs) still reads as two sentences."""
+    line = _fails(tmp_path, GOOD + "constraints:\n  x: 1\n")
+    assert "constraints: unknown field. Allowed here: " in line and "instance_families" in line
+
+
 def test_unknown_nested_field_did_you_mean(tmp_path: Path) -> None:
     line = _fails(tmp_path, GOOD + "  promt_tokens: 100\n")
     assert "traffic.promt_tokens: unknown field; did you mean 'prompt_tokens'?" in line
