@@ -41,6 +41,17 @@ class PriceSource(_Model):
     """Date of the prices (YYYY-MM-DD; `unknown` when the source records none)."""
 
 
+class AvailabilitySource(_Model):
+    """One record of which region sells which type, cited once; rows of aws_availability.csv name it by key."""
+
+    citation: str
+    """Where the offerings were read."""
+    as_of: str
+    """Date of the data (YYYY-MM-DD; `unknown` when the source records none)."""
+    regions: list[str]
+    """The regions the source has data for: outside them it says nothing."""
+
+
 class CloudRegions(_Model):
     """The regions one cloud has (whether or not the catalog prices anything there)."""
 
@@ -65,6 +76,8 @@ class RegionsFile(_Model):
     """Regions by cloud."""
     price_sources: dict[str, PriceSource]
     """Price lists by the key regional_prices.csv uses in its `source` column."""
+    availability_sources: dict[str, AvailabilitySource] = {}
+    """Offering lists (which region sells which type) by the key aws_availability.csv uses."""
 
 
 def parse_regions(label: str, text: str) -> RegionsFile:

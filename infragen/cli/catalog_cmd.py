@@ -6,13 +6,14 @@ Presentation only: filtering and rows come from the Catalog API; the refresh log
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
 from infragen.catalog import Catalog, InstanceType, load_catalog
+from infragen.catalog.availability import Availability, load_availability
 from infragen.errors import InputError, UnknownNameError
 
 CLOUD_CHOICE = click.Choice(["aws", "alicloud"])
@@ -28,8 +29,10 @@ def catalog_rows(
     region: str | None = None,
     gpu: str | None = None,
     min_gpu_memory_gib: float | None = None,
+    availability: Mapping[tuple[str, str], Availability] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per instance type x region price; unpriced types (without --region) get region/price None."""
+    """One row per instance type x region price; unpriced types (without --region) get region/price None.
+    `sold_in` lists the regions `availability` says sell the type (None where it has no data)."""
     if region is not None:
         clouds = [cloud] if cloud else ["aws", "alicloud"]
         known = sorted({r for c in clouds for r in catalog.known_regions(c)})
@@ -47,13 +50,13 @@ def catalog_rows(
             continue
         if min_gpu_memory_gib is not None and (inst.gpu_memory_gib or 0) < min_gpu_memory_gib:
             continue
-        rows += list(_rows_of(inst, region))
+        rows += list(_rows_of(inst, region, (availability or {}).get((inst.cloud, inst.id))))
     rows.sort(key=lambda r: (r["cloud"], r["region"] or "~", r["usd_per_hour"] is None, r["usd_per_hour"] or 0,
                              r["instance_type"]))
     return rows
 
 
-def _rows_of(inst: InstanceType, region: str | None) -> Iterator[dict[str, Any]]:
+def _rows_of(inst: InstanceType, region: str | None, sold: Availability | None) -> Iterator[dict[str, Any]]:
     base: dict[str, Any] = {
         "cloud": inst.cloud,
         "instance_type": inst.id,
@@ -71,6 +74,8 @@ def _rows_of(inst: InstanceType, region: str | None) -> Iterator[dict[str, Any]]
         "rdma": inst.rdma,
         "efa_interfaces": inst.efa_interfaces,
         "source": inst.source,
+        "sold_in": list(sold.regions) if sold else None,
+        "sold_in_source": f"{sold.source} (as of {sold.as_of})" if sold else None,
     }
     prices = [p for p in inst.prices if region is None or p.region == region]
     if not prices:
@@ -118,7 +123,8 @@ def catalog(ctx: click.Context, cloud: str | None, region: str | None, gpu: str 
     """List instance types with their hourly price per region (unpriced types show '-')."""
     if ctx.invoked_subcommand is not None:
         return
-    rows = catalog_rows(load_catalog(), cloud=cloud, region=region, gpu=gpu, min_gpu_memory_gib=min_gpu_memory_gib)
+    rows = catalog_rows(load_catalog(), cloud=cloud, region=region, gpu=gpu, min_gpu_memory_gib=min_gpu_memory_gib,
+                        availability=load_availability())
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
