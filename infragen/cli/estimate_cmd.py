@@ -142,9 +142,11 @@ def _concurrency(value: str) -> int | None:
 @click.option("--rate", "rate_per_s", type=float, default=None,
               help="Poisson arrivals, requests/s (open loop; instead of --concurrency, vLLM only).")
 @click.option("--max-num-seqs", type=int, default=None,
-              help="With --rate: vLLM --max-num-seqs (default: vLLM 0.34's for the GPU).")
+              help="With --rate: vLLM --max-num-seqs (default: vLLM 0.34's for the GPU); llama.cpp: "
+                   "llama-server --parallel (default: the slots the RAM holds, at most 16).")
 @click.option("--max-num-batched-tokens", type=int, default=None,
-              help="With --rate: vLLM --max-num-batched-tokens (default: vLLM 0.34's for the GPU).")
+              help="With --rate: vLLM --max-num-batched-tokens (default: vLLM 0.34's for the GPU); "
+                   "llama.cpp: llama-server --batch-size (default 2048).")
 @click.option("--max-model-len", type=int, default=None, help="vLLM --max-model-len to check (default: largest).")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @click.option("--calibration", "calibration_file", type=click.Path(path_type=Path), default=None,
@@ -207,14 +209,11 @@ def estimate(
     if rate_per_s is not None:
         from infragen.cli.rate_output import rate_estimate
 
-        if engine != "vllm":
-            raise InputError("--rate models vLLM's scheduler (chunked prefill, batch slots); for llama.cpp use "
-                             "--concurrency")
-        rate_estimate(model, hardware, rate_per_s, fmt, precision=precision, kv_cache_dtype=kv_cache_dtype, tp=tp,
-                      pp=pp, nodes=nodes, input_len=input_len, output_len=output_len, max_model_len=max_model_len,
-                      gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-                      max_num_batched_tokens=max_num_batched_tokens, decode_factor=factors[0],
-                      prefill_factor=factors[1])
+        rate_estimate(model, hardware, rate_per_s, fmt, engine, precision=precision, kv_cache_dtype=kv_cache_dtype,
+                      tp=tp, pp=pp, nodes=nodes, input_len=input_len, output_len=output_len,
+                      max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                      decode_factor=factors[0], prefill_factor=factors[1])
         return
     result = run_estimate(
         model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,

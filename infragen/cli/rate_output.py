@@ -1,4 +1,5 @@
-"""`infragen estimate --rate`: one vLLM replica under Poisson arrivals, as a table or JSON (exit 3 past capacity).
+"""`infragen estimate --rate`: one vLLM replica or llama-server under Poisson arrivals, as a table or JSON (exit 3
+past capacity).
 
 Runs sizing/load_estimate.py and presents it; no modelling here.
 """
@@ -13,7 +14,7 @@ import click
 from infragen.architecture import ModelArchitecture
 from infragen.cli.estimate_cmd import estimate_document
 from infragen.errors import InfeasibleError
-from infragen.sizing.load_estimate import LoadModel, band_for, prepare_load
+from infragen.sizing.load_estimate import LoadModel, band_for, prepare_llama_cpp_load, prepare_load
 from infragen.sizing.types import Hardware
 
 
@@ -57,13 +58,16 @@ def render_rate_table(doc: dict[str, Any]) -> str:
     hw, par, ld = doc["hardware"], doc["parallelism"], doc["load"]
     mem = doc["memory"]
     sched = ld["scheduler"]
+    where = "per GPU" if doc["engine"] == "vllm" else "in RAM"
     lines = [
         f"model {doc['model']} ({doc['precision']}, kv {doc['kv_cache_dtype']}) on {hw['name']} with {doc['engine']}"
         f", tp={par['tp']} pp={par['pp']} nodes={par['nodes']}",
-        f"  weights per GPU        {mem['weights_gib_per_gpu']:.2f} GiB",
-        f"  KV cache per GPU       {mem['kv_cache_gib_per_gpu']:.2f} GiB ({mem['kv_cache_capacity_tokens']} tokens)",
-        f"  scheduler              max_num_seqs {sched['max_num_seqs']}, max_num_batched_tokens "
-        f"{sched['max_num_batched_tokens']} ({sched['source']})",
+        f"  weights {where:<15}{mem['weights_gib_per_gpu']:.2f} GiB",
+        f"  KV cache {where:<14}{mem['kv_cache_gib_per_gpu']:.2f} GiB ({mem['kv_cache_capacity_tokens']} tokens)",
+        (f"  scheduler              max_num_seqs {sched['max_num_seqs']}, max_num_batched_tokens "
+         f"{sched['max_num_batched_tokens']} ({sched['source']})" if doc["engine"] == "vllm" else
+         f"  scheduler              {sched['max_num_seqs']} slots (--parallel), --batch-size "
+         f"{sched['max_num_batched_tokens']} ({sched['source']})"),
         f"  arrival rate           {ld['rate_per_s']:g} requests/s (Poisson)",
         f"  capacity               {ld['capacity_per_s']:.2f} requests/s",
     ]
@@ -85,10 +89,19 @@ def render_rate_table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def rate_estimate(model: ModelArchitecture, hardware: Hardware, rate_per_s: float, fmt: str,
+def rate_estimate(model: ModelArchitecture, hardware: Hardware, rate_per_s: float, fmt: str, engine: str = "vllm",
                   **kw: Any) -> None:
-    """Print the estimate at `rate_per_s`; InfeasibleError (exit 3) when the rate exceeds the capacity."""
-    load = prepare_load(model, hardware, **kw)
+    """Print the estimate at `rate_per_s`; InfeasibleError (exit 3) when the rate exceeds the capacity.
+
+    llama.cpp: max_num_seqs is llama-server's --parallel, max_num_batched_tokens its --batch-size.
+    """
+    if engine == "llama.cpp":
+        load = prepare_llama_cpp_load(model, hardware, precision=kw["precision"], input_len=kw["input_len"],
+                                      output_len=kw["output_len"], max_model_len=kw["max_model_len"],
+                                      parallel=kw["max_num_seqs"], batch_size=kw["max_num_batched_tokens"],
+                                      decode_factor=kw["decode_factor"], prefill_factor=kw["prefill_factor"])
+    else:
+        load = prepare_load(model, hardware, **kw)
     if not isinstance(load, LoadModel):
         doc = estimate_document(load, hardware, model.id)
         from infragen.cli.estimate_cmd import render_table

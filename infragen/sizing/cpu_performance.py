@@ -105,3 +105,34 @@ def generation_step_s(
     t_memory = (weight_bytes + kv_bytes_read) / effective_bandwidth(s)
     t_compute = 2.0 * active_params * batch / (s.flops_per_s * c.prompt_flops_fraction)
     return max(t_memory, t_compute)
+
+
+@dataclass(frozen=True)
+class ServerStepSetup:
+    """What one llama-server step costs on a CPU host: the model's bytes and FLOPs on `cpu` (hashable, cached)."""
+
+    cpu: CpuSetup
+    weight_bytes: float
+    active_params: float
+    kv_bytes_per_token: float
+    attn_flops_per_token_pair: float
+    """FLOPs of one token attending one other, over every layer (QK^T and PV)."""
+
+
+def server_step_s(s: ServerStepSetup, decode_seqs: float, decode_ctx: float, prompt_tokens: float,
+                  prompt_ctx: float) -> float:
+    """One llama-server step: `decode_seqs` slots generating one token each plus `prompt_tokens` of a prompt.
+
+    llama-server (tools/server/server-context.cpp update_slots) puts the generating slots' tokens in the batch
+    first and then prompt tokens up to --batch-size, and decodes them as one batch: the weights are streamed once
+    for all of them, so the step is the longer of that memory time and the batch's compute (the prompt tokens
+    at prompt_s's rate, attention included). With no prompt tokens this is generation_step_s; with no decoding
+    slots, prompt_s (when compute-bound).
+    """
+    c = load_constants().cpu
+    kv_read = decode_seqs * decode_ctx + (prompt_ctx if prompt_tokens > 0 else 0.0)
+    t_memory = (s.weight_bytes + kv_read * s.kv_bytes_per_token) / effective_bandwidth(s.cpu)
+    flops = 2.0 * s.active_params * (decode_seqs + prompt_tokens) + s.attn_flops_per_token_pair * prompt_tokens * \
+        prompt_ctx
+    t_compute = flops / (s.cpu.flops_per_s * c.prompt_flops_fraction)
+    return max(t_memory, t_compute)

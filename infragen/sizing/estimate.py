@@ -12,7 +12,7 @@ from infragen.architecture import ModelArchitecture
 from infragen.catalog.compat import architecture_problem, kernel_problem, tp_check, wheel_problem
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
-from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
+from infragen.sizing.cpu_performance import CpuSetup, cpu_setup, generation_step_s, prompt_s
 from infragen.sizing.hardware import hardware_from_gpu, hardware_from_instance, load_hardware_file
 from infragen.sizing.memory import (
     GGUF_FORMATS,
@@ -381,6 +381,26 @@ def _calibration_note(decode_factor: float, prefill_factor: float) -> str:
             "(from a calibration profile of measured results)")
 
 
+def llama_cpp_cpu_setup(hardware: Hardware) -> CpuSetup:
+    """The CPU host llama.cpp runs on: its cores (one thread each) and bandwidth (measured when probed)."""
+    from infragen.errors import MissingFigureError
+
+    if hardware.cpu is None:
+        raise MissingFigureError(f"{hardware.name}: the CPU model is not in the data; cannot estimate llama.cpp speed")
+    tpc = getattr(hardware.cpu, "threads_per_core", None) or 1
+    cores = hardware.physical_cores or (hardware.vcpus // tpc if hardware.vcpus else None)
+    if cores is None:
+        raise MissingFigureError(f"{hardware.name}: neither physical cores nor vCPUs are known")
+    return cpu_setup(hardware.cpu, cores, sockets=hardware.cpu_sockets,
+                     measured_bandwidth_gb_per_s=hardware.measured_memory_bandwidth_gb_per_s)
+
+
+def attention_flops_per_token_pair(model: ModelArchitecture) -> float:
+    """FLOPs of one token attending one other (QK^T and PV over every layer's heads)."""
+    head_dim = model.head_dim or model.hidden_size // model.num_attention_heads
+    return 2.0 * model.num_attention_heads * 2 * head_dim * model.num_layers
+
+
 def _estimate_llama_cpp(
     model: ModelArchitecture,
     hardware: Hardware,
@@ -401,22 +421,10 @@ def _estimate_llama_cpp(
     if conc > max_conc:
         notes.append(f"{conc} concurrent requests exceed the {max_conc} llama.cpp slots; the rest queue")
         conc = max_conc
-    if hardware.cpu is None:
-        from infragen.errors import MissingFigureError
-
-        raise MissingFigureError(f"{hardware.name}: the CPU model is not in the data; cannot estimate llama.cpp speed")
-    tpc = getattr(hardware.cpu, "threads_per_core", None) or 1
-    cores = hardware.physical_cores or (hardware.vcpus // tpc if hardware.vcpus else None)
-    if cores is None:
-        from infragen.errors import MissingFigureError
-
-        raise MissingFigureError(f"{hardware.name}: neither physical cores nor vCPUs are known")
-    s = cpu_setup(hardware.cpu, cores, sockets=hardware.cpu_sockets,
-                  measured_bandwidth_gb_per_s=hardware.measured_memory_bandwidth_gb_per_s)
+    s = llama_cpp_cpu_setup(hardware)
     notes.extend(s.notes)
     active = float(param_groups(model).active())
-    attn = 2.0 * model.num_attention_heads * 2 * (model.head_dim or model.hidden_size // model.num_attention_heads)
-    attn_flops = attn * model.num_layers * input_len * input_len / 2
+    attn_flops = attention_flops_per_token_pair(model) * input_len * input_len / 2
     t_prompt = prompt_s(s, active, input_len, attn_flops) / prefill_factor
     weights = mem.weights_gib_per_gpu * GIB
     kv_read = conc * (input_len + output_len / 2) * mem.kv_cache_bytes_per_token

@@ -1,7 +1,9 @@
-"""One vLLM replica under an arrival rate: estimate()'s memory answer plus the open-loop load model (load.py).
+"""One replica under an arrival rate: estimate()'s memory answer plus the open-loop load model (load.py).
 
-Builds the step function and the scheduler limits (the plan's flags, or `vllm serve`'s defaults for the GPU from
-performance.yaml) and evaluates rates; no SLO policy here (search.py) and no printing (cli).
+vLLM: the step function of performance.py and the scheduler limits (the plan's flags, or `vllm serve`'s defaults
+for the GPU from performance.yaml). llama.cpp: llama-server's slots (--parallel) and --batch-size, which batch
+the same way (generating slots first, then prompt tokens up to the batch size), timed by the CPU model. No SLO
+policy here (search.py) and no printing (cli).
 """
 
 from __future__ import annotations
@@ -13,9 +15,15 @@ from infragen.architecture import ModelArchitecture
 from infragen.catalog.records import Accelerator
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
-from infragen.sizing.estimate import cached_prompt_tokens, estimate
+from infragen.sizing.cpu_performance import ServerStepSetup, server_step_s
+from infragen.sizing.estimate import (
+    attention_flops_per_token_pair,
+    cached_prompt_tokens,
+    estimate,
+    llama_cpp_cpu_setup,
+)
 from infragen.sizing.load import LoadPoint, Scheduler, StepFn, capacity_per_s, serve_at_rate
-from infragen.sizing.memory import max_sequences, vllm_memory, vllm_profile_tokens
+from infragen.sizing.memory import max_sequences, param_groups, vllm_memory, vllm_profile_tokens
 from infragen.sizing.performance import (
     MANY_EXPERT_MOE_REGIME,
     gpu_figures,
@@ -25,6 +33,11 @@ from infragen.sizing.performance import (
 )
 from infragen.sizing.types import Estimate, Hardware
 from infragen.sizing.uncertainty import relative_band
+from infragen.units import GIB
+
+#: llama-server's --batch-size default: the most tokens one step carries (common/common.h n_batch = 2048 in the
+#: llama.cpp tree the pinned llama-cpp-python 0.3.36 sdist vendors, commit 0c1e5709).
+LLAMA_SERVER_BATCH_SIZE = 2048
 
 
 def vllm_default_scheduler(acc: Accelerator, memory_per_gpu_gib: float) -> tuple[int, int, str]:
@@ -65,6 +78,8 @@ class LoadModel:
 
     def regime(self, running_batch: float) -> str:
         """The error regime at this running batch (what the uncertainty band and quantiles are read for)."""
+        if isinstance(self._regime_setup, ServerStepSetup):
+            return self.base.regime  # llama.cpp: cpu-generation or cpu-prompt, from the request's shape
         if self.base.regime in ("gpu-multi-node", MANY_EXPERT_MOE_REGIME):
             return self.base.regime
         bound = steady_state(self._regime_setup, self.input_len, self.output_len,  # type: ignore[arg-type]
@@ -124,15 +139,51 @@ def prepare_load(
                      prefill_factor)
 
 
+def prepare_llama_cpp_load(
+    model: ModelArchitecture, hardware: Hardware, *, precision: str, input_len: int, output_len: int,
+    max_model_len: int | None = None, parallel: int | None = None, batch_size: int | None = None,
+    decode_factor: float = 1.0, prefill_factor: float = 1.0,
+) -> LoadModel | Estimate:
+    """The load model of one llama-server on a CPU host, or estimate()'s answer when it does not fit.
+
+    Slots: `parallel`, else what infragen's plans render (--parallel = the slots the RAM holds, at most
+    LLAMA_CPP_MAX_SLOTS); a larger `parallel` than the RAM holds is cut to what it holds. Token budget:
+    `batch_size`, else llama-server's default.
+    """
+    base = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=input_len,
+                    output_len=output_len, concurrency=None, max_model_len=max_model_len,
+                    decode_factor=decode_factor, prefill_factor=prefill_factor)
+    if not base.fits:
+        return base
+    slots = parallel or base.max_concurrency
+    budget = batch_size or LLAMA_SERVER_BATCH_SIZE
+    if slots < 1 or budget < 1:
+        raise InputError(f"--parallel and --batch-size must be >= 1 (got {slots}, {budget})")
+    notes = list(base.notes)
+    if slots > base.max_concurrency:
+        notes.append(f"the RAM holds the KV cache of {base.max_concurrency} slots of {input_len} + {output_len} "
+                     f"tokens (--parallel {slots} asked)")
+        slots = base.max_concurrency
+    source = ("llama-server: --parallel " + ("as given" if parallel else "as infragen's plans render it")
+              + ", --batch-size " + ("as given" if batch_size else "its default"))
+    setup = ServerStepSetup(llama_cpp_cpu_setup(hardware), base.weights_gib_per_gpu * GIB,
+                            float(param_groups(model).active()), float(base.kv_cache_bytes_per_token),
+                            attention_flops_per_token_pair(model))
+    return LoadModel(replace(base, notes=tuple(notes)), _step_fn(setup, decode_factor, prefill_factor),
+                     Scheduler(slots, budget), source, input_len, output_len, setup, decode_factor, prefill_factor)
+
+
 @lru_cache(maxsize=1024)
 def _step_fn(setup: object, decode_factor: float, prefill_factor: float, slowdown: float = 1.0) -> StepFn:
     """token_step_s of the setup, its decode part and its prompt part scaled by a calibration profile's factors,
     the whole step by `slowdown`. Cached so that equal setups share one function (capacity is cached on it)."""
+    timed = server_step_s if isinstance(setup, ServerStepSetup) else token_step_s
+
     def step(n: float, ctx: float, p: float, pctx: float) -> float:
-        full = token_step_s(setup, n, ctx, p, pctx)  # type: ignore[arg-type]
+        full = timed(setup, n, ctx, p, pctx)  # type: ignore[arg-type]
         if decode_factor == 1.0 and prefill_factor == 1.0:
             return full * slowdown
-        decode = token_step_s(setup, n, ctx, 0.0, 0.0)  # type: ignore[arg-type]
+        decode = timed(setup, n, ctx, 0.0, 0.0)  # type: ignore[arg-type]
         return (decode / decode_factor + (full - decode) / prefill_factor) * slowdown
 
     return step

@@ -99,7 +99,39 @@ def test_vllm_0_34_defaults_by_gpu() -> None:
         assert set(tier.except_gpus) <= known
 
 
-def test_llama_cpp_rate_is_refused_with_the_alternative(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run(["--model", "llama-3.1-8b", "--precision", "q4_0", "--instance", "c7i.4xlarge",
-                         "--input-len", "100", "--output-len", "100", "--rate", "1"], capsys)
-    assert code == 2 and "use --concurrency" in err
+CPU = ["--model", "llama-3.1-8b", "--precision", "q4_0", "--instance", "c7i.4xlarge", "--input-len", "100",
+       "--output-len", "100"]
+
+
+def test_llama_cpp_rate_uses_llama_server_slots_and_batch_size(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run([*CPU, "--rate", "0.2", "--format", "json"], capsys)
+    assert code == 0, out
+    doc = json.loads(out)
+    load = doc["load"]
+    assert doc["engine"] == "llama.cpp" and load["stable"]
+    # the slots infragen's plan renders (--parallel: what the RAM holds, at most 16) and llama-server's default
+    assert load["scheduler"]["max_num_seqs"] == 16 and load["scheduler"]["max_num_batched_tokens"] == 2048
+    assert 0 < load["ttft_ms"]["p50"] <= load["ttft_ms"]["p90"] <= load["ttft_ms"]["p99"]
+    assert doc["regime"] in ("cpu-generation", "cpu-prompt")
+    code, out, _ = _run([*CPU, "--rate", "0.2"], capsys)
+    assert code == 0 and "16 slots (--parallel), --batch-size 2048" in out and "weights in RAM" in out
+
+
+def test_llama_cpp_light_rate_is_one_request_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """At a trickle every request runs alone: TTFT and TPOT are the concurrency-1 estimate's."""
+    code, out, _ = _run([*CPU, "--rate", "0.001", "--format", "json"], capsys)
+    assert code == 0
+    at_rate = json.loads(out)
+    code, out, _ = _run([*CPU, "--concurrency", "1", "--format", "json"], capsys)
+    alone = json.loads(out)
+    assert at_rate["latency"]["tpot_ms"] == pytest.approx(alone["latency"]["tpot_ms"], rel=0.01)
+    assert at_rate["load"]["ttft_ms"]["p50"] == pytest.approx(alone["latency"]["ttft_ms"], rel=0.02)
+
+
+def test_llama_cpp_fewer_slots_and_past_capacity(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run([*CPU, "--rate", "0.15", "--max-num-seqs", "2", "--format", "json"], capsys)
+    assert code == 0
+    two = json.loads(out)["load"]
+    assert two["scheduler"]["max_num_seqs"] == 2 and two["slot_wait_probability"] > 0
+    code, _, err = _run([*CPU, "--rate", "50"], capsys)
+    assert code == 3 and "exceed the capacity" in err

@@ -83,3 +83,34 @@ def test_erlang_c_matches_the_textbook_value():
     assert erlang_c(2, 1.0) == pytest.approx(1 / 3)
     assert erlang_c(1, 0.7) == pytest.approx(0.7)
     assert erlang_c(8, 0.0) == 0.0 and erlang_c(8, 8.0) == 1.0
+
+
+@pytest.fixture(scope="module")
+def cpu_step():
+    """llama-server's step for Llama-3.1-8B Q4_0 on a c7i.4xlarge (8 cores): prompts ~50x a decode step."""
+    from infragen.sizing.estimate import hardware_from_instance
+    from infragen.sizing.load_estimate import LoadModel, prepare_llama_cpp_load
+
+    cat = load_catalog()
+    load = prepare_llama_cpp_load(load_model_registry()["llama-3.1-8b"], hardware_from_instance(
+        cat.instance("c7i.4xlarge"), cat), precision="q4_0", input_len=200, output_len=200, max_model_len=4096)
+    assert isinstance(load, LoadModel)
+    return load.step
+
+
+@pytest.mark.parametrize("slots", [4, 8])
+def test_llama_server_slots_match_the_simulated_scheduler(cpu_step, slots):
+    """llama-server batches like the simulation (generating slots first, prompt tokens up to --batch-size).
+
+    At half of capacity; at 80 % the CPU's long prompt steps (2 s against 45 ms decode steps) take the analytic
+    TTFT p90 to -60 %..+60 % of the simulation's (docs/performance-model.md), so that load is not asserted.
+    """
+    sched = Scheduler(slots, 2048)
+    rate = 0.5 * capacity_per_s(cpu_step, 200, 200, sched)
+    a = serve_at_rate(cpu_step, rate, 200, 200, sched)
+    d = simulate(cpu_step, rate, 200, 200, slots, 2048, requests=1500, warmup=200)
+    assert a.stable
+    _close(a.running_batch, d.running_batch, 0.10, "running batch")
+    _close(a.tpot_s, d.tpot_s, 0.10, "TPOT")
+    _close(a.ttft_p50_s, d.ttft_p50_s, 0.10, "TTFT p50")
+    _close(a.ttft_p90_s, d.ttft_p90_s, 0.15, "TTFT p90")
