@@ -20,7 +20,7 @@ from infragen.catalog.regional import REGIONS_FILE, RegionsFile, parse_regions
 from infragen.errors import DataError
 
 AVAILABILITY_FILE = "aws_availability.csv"
-AVAILABILITY_COLUMNS: tuple[str, ...] = ("cloud", "instance_type", "regions", "source")
+AVAILABILITY_COLUMNS: tuple[str, ...] = ("cloud", "instance_type", "regions", "zones", "source")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class Availability:
 
     regions: tuple[str, ...]
     """Regions the source lists the type in, sorted."""
+    zones: tuple[str, ...]
+    """Availability-zone ids (e.g. use1-az1) the source lists the type in, sorted; empty when it has none."""
     covered: tuple[str, ...]
     """Regions the source has data for (a region outside it may sell the type too)."""
     source: str
@@ -47,7 +49,7 @@ def parse_availability(label: str, text: str, regions: RegionsFile) -> dict[tupl
     for line, row in enumerate(reader, start=2):
         if len(row) != len(AVAILABILITY_COLUMNS):
             raise DataError(f"{label}: line {line}: expected {len(AVAILABILITY_COLUMNS)} columns, found {len(row)}")
-        cloud, itype, listed, key = row
+        cloud, itype, listed, zones, key = row
         source = regions.availability_sources.get(key)
         if source is None:
             raise DataError(f"{label}: line {line}: source: {key!r} is not a key of availability_sources in "
@@ -59,8 +61,8 @@ def parse_availability(label: str, text: str, regions: RegionsFile) -> dict[tupl
                             f"{key!r} covers")
         if (cloud, itype) in out:
             raise DataError(f"{label}: line {line}: {cloud} {itype} listed twice")
-        out[(cloud, itype)] = Availability(regions=sold, covered=tuple(source.regions), source=source.citation,
-                                           as_of=source.as_of)
+        out[(cloud, itype)] = Availability(regions=sold, zones=tuple(sorted(zones.split())),
+                                           covered=tuple(source.regions), source=source.citation, as_of=source.as_of)
     return out
 
 

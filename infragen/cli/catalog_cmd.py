@@ -75,6 +75,7 @@ def _rows_of(inst: InstanceType, region: str | None, sold: Availability | None) 
         "efa_interfaces": inst.efa_interfaces,
         "source": inst.source,
         "sold_in": list(sold.regions) if sold else None,
+        "sold_in_zones": list(sold.zones) if sold else None,
         "sold_in_source": f"{sold.source} (as of {sold.as_of})" if sold else None,
     }
     prices = [p for p in inst.prices if region is None or p.region == region]

@@ -45,8 +45,9 @@ def test_packaged_file_is_what_the_refresh_script_writes_from_moto() -> None:
 
 
 def test_no_aws_type_is_priced_where_its_offerings_say_it_is_not_sold() -> None:
+    """Regions and the zone ids SkyPilot's rows carry must both be offered (p3 has no offerings row: skipped)."""
     sold_in = load_availability()
-    checked = 0
+    regions = zones = 0
     for inst in load_catalog().instances_for("aws"):
         sold = sold_in.get(("aws", inst.id))
         if sold is None:
@@ -54,8 +55,10 @@ def test_no_aws_type_is_priced_where_its_offerings_say_it_is_not_sold() -> None:
         for p in inst.prices:
             if p.region in sold.covered:
                 assert p.region in sold.regions, (inst.id, p.region)
-                checked += 1
-    assert checked > 500
+                assert set(p.zones) <= set(sold.zones), (inst.id, p.region, sorted(set(p.zones) - set(sold.zones)))
+                regions += 1
+                zones += len(p.zones)
+    assert regions > 500 and zones > 700
 
 
 def test_done_when_types_priced_in_nearly_every_region_that_sells_them() -> None:
@@ -73,14 +76,15 @@ def test_done_when_types_priced_in_nearly_every_region_that_sells_them() -> None
 
 def test_table_rows_are_checked() -> None:
     regions = parse_regions("regions.yaml", REGIONS)
-    ok = parse_availability("a.csv", f"{HEADER}\naws,g5.xlarge,us-east-1 eu-west-1,o\n", regions)
+    ok = parse_availability("a.csv", f"{HEADER}\naws,g5.xlarge,us-east-1 eu-west-1,use1-az2 euw1-az1,o\n", regions)
     assert ok[("aws", "g5.xlarge")].regions == ("eu-west-1", "us-east-1")
+    assert ok[("aws", "g5.xlarge")].zones == ("euw1-az1", "use1-az2")
     assert ok[("aws", "g5.xlarge")].covered == ("us-east-1", "eu-west-1")
     bad = {
-        "aws,g5.xlarge,us-east-1,nope": "'nope' is not a key of availability_sources",
-        "aws,g5.xlarge,sa-east-1,o": "sa-east-1 not among the regions source 'o' covers",
-        "aws,g5.xlarge,us-east-1,o\naws,g5.xlarge,eu-west-1,o": "aws g5.xlarge listed twice",
-        "aws,g5.xlarge,o": "expected 4 columns",
+        "aws,g5.xlarge,us-east-1,,nope": "'nope' is not a key of availability_sources",
+        "aws,g5.xlarge,sa-east-1,,o": "sa-east-1 not among the regions source 'o' covers",
+        "aws,g5.xlarge,us-east-1,,o\naws,g5.xlarge,eu-west-1,,o": "aws g5.xlarge listed twice",
+        "aws,g5.xlarge,o": "expected 5 columns",
     }
     for rows, message in bad.items():
         with pytest.raises(DataError, match=message):
@@ -97,7 +101,7 @@ def test_catalog_json_shows_where_a_type_is_sold(capsys: pytest.CaptureFixture[s
     rows = json.loads(capsys.readouterr().out)
     g6e = [r for r in rows if r["instance_type"] == "g6e.xlarge"]
     assert all(len(r["sold_in"]) == 12 and "ap-south-2" in r["sold_in"] for r in g6e)
-    assert "moto 5.2.5" in g6e[0]["sold_in_source"]
+    assert "moto 5.2.5" in g6e[0]["sold_in_source"] and "aps2-az1" in g6e[0]["sold_in_zones"]
     assert {r["region"] for r in g6e} < set(g6e[0]["sold_in"])
     ali = next(r for r in rows if r["cloud"] == "alicloud")
-    assert ali["sold_in"] is None and ali["sold_in_source"] is None
+    assert ali["sold_in"] is None and ali["sold_in_zones"] is None and ali["sold_in_source"] is None

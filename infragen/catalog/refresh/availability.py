@@ -1,7 +1,7 @@
 """Write `aws_availability.csv` (which AWS region sells which catalog type) from moto's bundled offerings.
 
-moto ships AWS DescribeInstanceTypeOfferings answers (location type `region`), one file per region, in
-`moto/ec2/resources/instance_type_offerings/region/`. Run by a maintainer, never at runtime:
+moto ships AWS DescribeInstanceTypeOfferings answers, one file per region, for location types `region` and
+`availability-zone-id` (`moto/ec2/resources/instance_type_offerings/<type>/`). Run by a maintainer, never at runtime:
 `python -m infragen.catalog.refresh.availability [--check]`; the key written is `aws-moto-<version>-offerings`,
 which must be in `regions.yaml` `availability_sources` with the same covered regions. Types the snapshot lists
 in no region get no row (no data, not "sold nowhere": e.g. p3, which SkyPilot's list prices in many regions).
@@ -22,21 +22,31 @@ from infragen.catalog.availability import AVAILABILITY_COLUMNS, AVAILABILITY_FIL
 DATA = Path(str(resources.files("infragen.catalog") / "data"))
 
 
-def moto_offerings() -> tuple[str, dict[str, set[str]], list[str]]:
-    """(moto version, type -> regions offering it, regions the snapshot covers)."""
-    import moto
-
-    folder = resources.files("moto.ec2") / "resources" / "instance_type_offerings" / "region"
+def _offerings(location_type: str) -> tuple[dict[str, set[str]], list[str]]:
+    """type -> locations offering it, and the regions (file names) the snapshot covers."""
+    folder = resources.files("moto.ec2") / "resources" / "instance_type_offerings" / location_type
     sold: dict[str, set[str]] = {}
     covered: list[str] = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".json.gz"):
             continue
-        region = entry.name.removesuffix(".json.gz")
-        covered.append(region)
+        covered.append(entry.name.removesuffix(".json.gz"))
         for offer in json.loads(gzip.decompress(entry.read_bytes())):
             sold.setdefault(offer["InstanceType"], set()).add(offer["Location"])
+    return sold, covered
+
+
+def moto_offerings() -> tuple[str, dict[str, set[str]], list[str]]:
+    """(moto version, type -> regions offering it, regions the snapshot covers)."""
+    import moto
+
+    sold, covered = _offerings("region")
     return moto.__version__, sold, covered
+
+
+def moto_zone_offerings() -> dict[str, set[str]]:
+    """type -> availability-zone ids offering it (the same regions as the region files)."""
+    return _offerings("availability-zone-id")[0]
 
 
 def source_key(version: str) -> str:
@@ -46,11 +56,13 @@ def source_key(version: str) -> str:
 def build(data_dir: Path = DATA) -> str:
     """The text of aws_availability.csv for the catalog's AWS types."""
     version, sold, _ = moto_offerings()
+    zones = moto_zone_offerings()
     doc = yaml.safe_load((data_dir / "aws.yaml").read_text(encoding="utf-8"))
     lines = [",".join(AVAILABILITY_COLUMNS)]
     for itype in sorted(inst["id"] for inst in doc["instances"]):
         if sold.get(itype):
-            lines.append(f"aws,{itype},{' '.join(sorted(sold[itype]))},{source_key(version)}")
+            lines.append(f"aws,{itype},{' '.join(sorted(sold[itype]))},{' '.join(sorted(zones.get(itype, ())))},"
+                         f"{source_key(version)}")
     return "\n".join(lines) + "\n"
 
 
