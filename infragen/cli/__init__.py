@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import types
 from typing import Any
 
 import click
@@ -78,9 +79,7 @@ def main(argv: list[str] | None = None) -> Any:
     reported as one "internal error" line with exit 70 and no traceback unless `--debug` is given.
     """
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
-    # infragen uses no pydantic plugin, and looking for them reads every installed distribution's metadata on the
-    # first model built (a tenth of `infragen plan`'s cold start in a small environment, more in a large one)
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _no_pydantic_plugins()
     try:
         return cli.main(args=argv, prog_name="infragen", standalone_mode=False)
     except InfragenError as exc:
@@ -103,6 +102,21 @@ def main(argv: list[str] | None = None) -> Any:
         if debug:
             raise
         _internal(exc)
+
+
+def _no_pydantic_plugins() -> None:
+    """infragen uses no pydantic plugin. Looking for them reads every installed distribution's metadata on the
+    first model built (a tenth of `infragen plan`'s cold start in a small environment, more in a large one), and
+    even with PYDANTIC_DISABLE_PLUGINS (pydantic's documented switch) pydantic imports its plugin loader, whose
+    `importlib.metadata` import alone (email, zipfile, csv, socket, ...) costs a twentieth of the cold start.
+    Under that switch the loader's one function returns no plugins, so that answer is registered in its place;
+    a user's own PYDANTIC_DISABLE_PLUGINS (a list of plugin names) keeps pydantic's loader."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    name = "pydantic.plugin._loader"
+    if os.environ["PYDANTIC_DISABLE_PLUGINS"] in ("__all__", "1", "true") and name not in sys.modules:
+        loader = types.ModuleType(name, "pydantic's plugin loader with plugins disabled (infragen.cli)")
+        loader.get_plugins = lambda: ()  # type: ignore[attr-defined]
+        sys.modules[name] = loader
 
 
 def _internal(exc: BaseException) -> None:

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infragen.architecture import ModelArchitecture
 from infragen.sizing.types import Estimate, Hardware
 
+if TYPE_CHECKING:
+    from infragen.sizing.open_loop import OpenLoopSizing
+    from infragen.spec import WorkloadSpec
+
 _Estimator = Callable[..., Estimate]
 _Key = tuple[Any, ...]
+
+
+def _hw_key(hw: Hardware, *, multi_node: bool) -> _Key:
+    assert hw.accelerator is not None
+    return (hw.accelerator.id, hw.gpu_count, hw.gpu_memory_gib, (hw.network_gbps, hw.rdma) if multi_node else None)
 
 
 def gpu_side(hw: Hardware, *, multi_node: bool) -> Hardware:
@@ -47,8 +56,7 @@ class EstimateMemo:
             self.computed += 1
             return self.estimator(model, hw, **kw)
         multi = kw.get("nodes", 1) > 1
-        hw_key = (hw.accelerator.id, hw.gpu_count, hw.gpu_memory_gib,
-                  (hw.network_gbps, hw.rdma) if multi else None)
+        hw_key = _hw_key(hw, multi_node=multi)
         key = (id(model), hw_key, tuple(sorted(kw.items())))
         hit = self._table.get(key)
         if hit is None:
@@ -57,4 +65,31 @@ class EstimateMemo:
                 view = self._views[hw_key] = gpu_side(hw, multi_node=multi)
             self.computed += 1
             hit = self._table[key] = self.estimator(model, view, **kw)
+        return hit
+
+
+@dataclass
+class OpenLoopMemo:
+    """open_loop.size_open_loop answered once per GPU-only question within one search (one spec): the sizes of a
+    family that share their GPUs share the load model, the SLO rate and the replicas, as estimates do above."""
+
+    asked: int = 0
+    computed: int = 0
+    _table: dict[_Key, OpenLoopSizing] = field(default_factory=dict)
+    _views: dict[_Key, Hardware] = field(default_factory=dict)
+
+    def __call__(self, spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, **kw: Any) -> OpenLoopSizing:
+        from infragen.sizing.open_loop import size_open_loop
+
+        self.asked += 1
+        multi = kw.get("nodes", 1) > 1
+        hw_key = _hw_key(hw, multi_node=multi)
+        key = (id(model), hw_key, tuple(sorted(kw.items())))
+        hit = self._table.get(key)
+        if hit is None:
+            view = self._views.get(hw_key)
+            if view is None:
+                view = self._views[hw_key] = gpu_side(hw, multi_node=multi)
+            self.computed += 1
+            hit = self._table[key] = size_open_loop(spec, model, view, **kw)
         return hit

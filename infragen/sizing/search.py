@@ -20,7 +20,7 @@ from infragen.sizing.compat_gate import layout_rejection
 from infragen.sizing.context import search_model_len
 from infragen.sizing.estimate import estimate as default_estimator
 from infragen.sizing.hardware import hardware_from_instance
-from infragen.sizing.memo import EstimateMemo
+from infragen.sizing.memo import EstimateMemo, OpenLoopMemo
 from infragen.sizing.types import Estimate, Hardware
 from infragen.sizing.uncertainty import latency_factor
 from infragen.spec import LLAMA_CPP_PRECISIONS, VLLM_PRECISIONS, WorkloadSpec
@@ -105,10 +105,16 @@ class Candidate:
 @dataclass
 class SearchResult:
     candidates: list[Candidate] = field(default_factory=list)
+    _feasible: tuple[int, list[Candidate]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def feasible(self) -> list[Candidate]:
-        return sorted((c for c in self.candidates if c.rejected is None), key=Candidate.sort_key)
+        """The candidates meeting every constraint, cheapest first (sorted once per list of candidates: the plan,
+        the explanations and the report ask several times; a copy, so a caller's edit cannot reach the cache)."""
+        if self._feasible is None or self._feasible[0] != len(self.candidates):
+            ranked = sorted((c for c in self.candidates if c.rejected is None), key=Candidate.sort_key)
+            self._feasible = (len(self.candidates), ranked)
+        return list(self._feasible[1])
 
 
 def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -> Iterator[tuple[Layout | None, str]]:
@@ -187,8 +193,9 @@ def _memory_miss(hw: Hardware, layout: Layout, est: Estimate, mml: int) -> float
 
 
 def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
-                  estimator: Estimator) -> Sizing:
-    """The best SLO-meeting batch of one layout on one type, and the replicas the peak needs."""
+                  estimator: Estimator, open_loop_memo: OpenLoopMemo | None = None) -> Sizing:
+    """The best SLO-meeting batch of one layout on one type, and the replicas the peak needs (`open_loop_memo`:
+    the search's table of open-loop sizings, shared by the sizes of a family as the estimates are)."""
     t = spec.traffic
     mml = search_model_len(spec, model, layout.engine)  # the plan raises vLLM's to what memory holds (context.py)
 
@@ -214,7 +221,7 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     if not top.fits or top.max_concurrency < 1:
         return reject(top.reason or "does not fit", miss=_memory_miss(hw, layout, top, mml))
     if t.peak_requests_per_s is not None and layout.engine == "vllm":
-        return _size_open_loop(spec, model, inst, hw, layout, mml, top, run(1))
+        return _size_open_loop(spec, model, inst, hw, layout, mml, top, run(1), open_loop_memo)
     levels = sorted({b for b in BATCH_LEVELS if b < top.max_concurrency} | {top.max_concurrency})
     first, best = largest_meeting_batch(levels, run, lambda est: _meets(spec, est) is None)
     if best is None:
@@ -280,10 +287,11 @@ def _with_capacity(at_peak: Estimate, best: Estimate, spec: WorkloadSpec) -> Est
 
 
 def _size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
-                    mml: int, top: Estimate, first: Estimate) -> Sizing:
+                    mml: int, top: Estimate, first: Estimate, memo: OpenLoopMemo | None = None) -> Sizing:
     """vLLM under traffic.peak_requests_per_s: the load model's fewest replicas (sizing/open_loop.py)."""
-    ol = open_loop.size_open_loop(spec, model, hw, precision=layout.precision, tp=layout.tp, pp=layout.pp,
-                                  nodes=layout.nodes_per_replica, max_model_len=mml, regime=top.regime)
+    size = memo or open_loop.size_open_loop
+    ol = size(spec, model, hw, precision=layout.precision, tp=layout.tp, pp=layout.pp,
+              nodes=layout.nodes_per_replica, max_model_len=mml, regime=top.regime)
     if ol.rejected is not None or ol.estimate is None:
         return Sizing(inst, hw, layout, None, 0, 0, ol.rejected or "does not fit", best_ttft_ms=first.ttft_ms,
                       best_tpot_ms=first.tpot_ms, miss=ol.miss, first=first, least_ms=ol.trickle_ms)
@@ -402,6 +410,7 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
     allow, deny = set(spec.instance_families.allow), set(spec.instance_families.deny)
     result = SearchResult()
     estimator = EstimateMemo(estimator)  # sizes and regions sharing their GPUs share estimates (sizing/memo.py)
+    open_loop_memo = OpenLoopMemo()  # and open-loop sizings
     for cloud in spec.clouds():
         for inst in catalog.instances_for(cloud):
             fam = inst.family
@@ -417,7 +426,7 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
                     engine = "vllm" if inst.gpu_count else "llama.cpp"  # the engine the reason is about
                     sizing = Sizing(inst, hw, Layout(engine, spec.precision[0], 1, 1, 1, 1), None, 0, 0, why)
                 else:
-                    sizing = _packed(spec, size_instance(spec, model, inst, hw, layout, estimator))
+                    sizing = _packed(spec, size_instance(spec, model, inst, hw, layout, estimator, open_loop_memo))
                 for region in regions:
                     result.candidates.append(_price(spec, cloud, region, sizing))
     if not result.candidates:

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from infragen.catalog import catalog_from_records, load_catalog
 from infragen.catalog.models import load_model_registry, resolve_model
-from infragen.sizing import Estimate, estimate, search
+from infragen.sizing import Estimate, estimate, open_loop, search
 from infragen.sizing.hardware import hardware_from_instance
-from infragen.sizing.memo import EstimateMemo, gpu_side
+from infragen.sizing.memo import EstimateMemo, OpenLoopMemo, gpu_side
 from infragen.sizing.search import BATCH_LEVELS, largest_meeting_batch
 from infragen.spec import WorkloadSpec, load_spec
 
@@ -157,10 +157,49 @@ def test_every_example_sizes_as_the_linear_scan_would(example: str, monkeypatch:
     model = resolve_model(spec.model, base_dir=path.parent, where="model")
     catalog = load_catalog()
 
-    def sizings() -> list[tuple[Any, ...]]:
-        return [(c.sizing.instance.id, c.sizing.layout, c.sizing.batch, c.sizing.replicas, c.sizing.rejected,
-                 c.sizing.estimate, c.region, c.usd_per_hour) for c in search(spec, model, catalog).candidates]
-
-    bisected = sizings()
+    bisected = _sizings(spec, model, catalog)
     monkeypatch.setattr(SEARCH, "largest_meeting_batch", _linear)
-    assert sizings() == bisected
+    assert _sizings(spec, model, catalog) == bisected
+
+
+def _sizings(spec: WorkloadSpec, model: Any, catalog: Any) -> list[tuple[Any, ...]]:
+    return [(c.sizing.instance.id, c.sizing.layout, c.sizing.batch, c.sizing.replicas, c.sizing.rejected,
+             c.sizing.estimate, c.sizing.miss, c.sizing.first, c.sizing.least_ms, c.region, c.usd_per_hour, c.rejected)
+            for c in search(spec, model, catalog).candidates]
+
+
+class _EveryNode:
+    """The open-loop sizing without the table: each full node (CPU, RAM, network and all) sized on its own."""
+
+    def __call__(self, spec: WorkloadSpec, model: Any, hw: Any, **kw: Any) -> open_loop.OpenLoopSizing:
+        return open_loop.size_open_loop(spec, model, hw, **kw)
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.yaml")))
+def test_every_example_sizes_open_loop_as_each_full_node_would(example: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The open-loop table (sizing/memo.OpenLoopMemo) answers every candidate of every example exactly as sizing
+    each full node does; with traffic.peak_requests_per_s the sizes sharing their GPUs are sized once."""
+    path = ROOT / "examples" / example
+    spec = load_spec(path)
+    model = resolve_model(spec.model, base_dir=path.parent, where="model")
+    catalog = load_catalog()
+    memos: list[OpenLoopMemo] = []
+    monkeypatch.setattr(SEARCH, "OpenLoopMemo", lambda: memos.append(OpenLoopMemo()) or memos[-1])
+    shared = _sizings(spec, model, catalog)
+    monkeypatch.setattr(SEARCH, "OpenLoopMemo", _EveryNode)
+    assert _sizings(spec, model, catalog) == shared
+    if spec.traffic.peak_requests_per_s is not None and spec.engine != "llama.cpp":
+        assert 0 < memos[0].computed < memos[0].asked
+
+
+def test_open_loop_sizes_that_share_their_gpus_are_sized_once() -> None:
+    """g6e.xlarge, 2xlarge and 4xlarge (one L40S each) ask one open-loop question per layout; the answers equal
+    sizing each full node."""
+    catalog = load_catalog()
+    model = load_model_registry()["llama-3.1-8b"]
+    memo = OpenLoopMemo()
+    kw = dict(precision="bf16", tp=1, pp=1, nodes=1, max_model_len=4096, regime="gpu-decode-memory-bound")
+    for itype in ("g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge"):
+        hw = hardware_from_instance(catalog.instance(itype), catalog)
+        assert memo(_spec(), model, hw, **kw) == open_loop.size_open_loop(_spec(), model, hw, **kw)
+    assert (memo.asked, memo.computed) == (3, 1)
