@@ -51,3 +51,16 @@ def test_a_users_own_plugin_setting_keeps_pydantics_loader() -> None:
     modules, out = _modules_after(PLAN, PYDANTIC_DISABLE_PLUGINS="some-plugin")
     assert json.loads(out)["deployment"]["instance_type"]
     assert "importlib.metadata" in modules
+
+
+def test_the_cycle_collector_is_back_on_after_a_command() -> None:
+    """main() pauses the cycle collector for the command only: an in-process caller (the tests, a program) gets
+    it back as it was."""
+    code = ("import gc, io, contextlib\nfrom infragen.cli import main\nstates = []\n"
+            "for on in (True, False):\n    (gc.enable if on else gc.disable)()\n"
+            "    with contextlib.redirect_stdout(io.StringIO()):\n"
+            "        try:\n            main(['plan', 'examples/team-chatbot.yaml', '--format', 'json'])\n"
+            "        except SystemExit:\n            pass\n    states.append(gc.isenabled())\n"
+            "print(states)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert res.stdout.strip() == "[True, False]", res.stderr

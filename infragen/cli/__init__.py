@@ -6,6 +6,7 @@ never pays for (or imports) Pulumi, jinja2 or the refresh SDKs.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -80,6 +81,11 @@ def main(argv: list[str] | None = None) -> Any:
     """
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     _no_pydantic_plugins()
+    # A command is short and allocates little cyclic garbage, while the cycle collector runs over and over during
+    # the imports (pydantic schemas, dataclasses): off for the command, back on after (main is also called
+    # in-process, by tests).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return cli.main(args=argv, prog_name="infragen", standalone_mode=False)
     except InfragenError as exc:
@@ -102,6 +108,9 @@ def main(argv: list[str] | None = None) -> Any:
         if debug:
             raise
         _internal(exc)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _no_pydantic_plugins() -> None:

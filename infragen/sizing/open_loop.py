@@ -80,6 +80,13 @@ def slo_met(slo: Slo, point: LoadPoint, output_len: int) -> bool:
     return slo[2] is None or point.ttft_cdf(slo[2] / 1e3 - (output_len - 1) * point.tpot_s) >= 0.99
 
 
+@lru_cache(maxsize=16384)
+def point_at(load: LoadModel, rate_per_s: float) -> LoadPoint:
+    """load.at(rate) without TTFT quantiles (the SLO checks read the CDF), cached: the replica count and the batch
+    slots ask again at rates the SLO bisection already evaluated, and equal load models recur across a search."""
+    return load.at(rate_per_s, quantiles=())
+
+
 @lru_cache(maxsize=4096)
 def slo_rate(load: LoadModel, slo: Slo) -> tuple[float, float, str | None, tuple[float, float, float] | None]:
     """(largest per-replica rate meeting `slo`, miss at a trickle, why not, the trickle's TTFT p99 / TPOT / E2E p99
@@ -97,7 +104,7 @@ def slo_rate(load: LoadModel, slo: Slo) -> tuple[float, float, str | None, tuple
     lo, hi = cap * TRICKLE, cap
     for _ in range(RATE_STEPS):
         mid = (lo + hi) / 2.0
-        if slo_met(slo, load.at(mid, quantiles=()), load.output_len):
+        if slo_met(slo, point_at(load, mid), load.output_len):
             lo = mid
         else:
             hi = mid
@@ -144,11 +151,11 @@ def _size_with(spec: WorkloadSpec, load: LoadModel, factor: float) -> OpenLoopSi
     # The bisection keeps a rate that meets the SLOs (to 2^-RATE_STEPS of the saturation rate); one or two
     # replicas fewer may still meet them at the boundary. Without SLOs the utilisation cap is the rule.
     for _ in range(2 if slo != (None, None, None) else 0):
-        if replicas <= spec.min_replicas or not slo_met(slo, slow.at(peak / (replicas - 1), quantiles=()),
+        if replicas <= spec.min_replicas or not slo_met(slo, point_at(slow, peak / (replicas - 1)),
                                                         t.output_tokens):
             break
         replicas -= 1
-    n_star = slow.at(rate, quantiles=()).running_batch
+    n_star = point_at(slow, rate).running_batch  # the bisection's last kept point: from the table
     slots = min(load.scheduler.slots, math.ceil(n_star + SLOT_HEADROOM_SD * math.sqrt(n_star)) + 1)
     return OpenLoopSizing(_estimate_at(load, peak / replicas, rate, factor), replicas, slots, None, 1.0, factor)
 
