@@ -60,3 +60,16 @@ def test_llama_cpp_on_the_probed_machine_decodes_within_20_percent_of_llama_benc
     assert [r.precision for r in fit_rows] == ["fp16"]
     q4 = next(r for r in rows if r.precision == "q4_0" and r.test == "tg128")
     assert abs(q4.error) <= 0.20
+
+
+def test_independent_tp_lines_keep_dense_and_moe_apart() -> None:
+    """The tp split must not mix regimes: the independent tp 4 / tp 8 rows are almost all many-expert MoE, so a pooled
+    'tp 4' figure reports the MoE error as if it were a tensor-parallel one (EX0024, dense 70B on 4 x H100, is +3 %)."""
+    from benchmarks.accuracy_checks import regime_split_report
+
+    rows = [accuracy.evaluate_row(r) for r in accuracy.read_rows() if accuracy.is_current_vllm_check(r)]
+    lines = [ln.strip() for ln in regime_split_report([o for o in rows if not isinstance(o, str)])]
+    tp_lines = [ln for ln in lines if ln.startswith("tp ")]
+    assert tp_lines and all(ln.split()[2] in ("dense", "MoE") for ln in tp_lines), tp_lines
+    dense_tp4 = [ln for ln in tp_lines if ln.startswith("tp 4 dense") and "output_tokens_per_s" in ln]
+    assert len(dense_tp4) == 1 and "n= 1" in dense_tp4[0], tp_lines
