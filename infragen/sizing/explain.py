@@ -135,11 +135,14 @@ def over_limits(spec: WorkloadSpec, model: ModelArchitecture, result: SearchResu
 
 
 def _memo(estimator: Estimator) -> Estimator:
-    """The estimator with its answers kept: the advice re-plans mostly repeat the same estimates."""
+    """The estimator with its answers kept: the advice re-plans mostly repeat the same estimates. Keyed on what an
+    estimate reads of the node beside its name: a GPU-only view (sizing/memo.py) is named by its GPUs alone, so
+    memory per GPU and, across nodes, the network tell two such views apart."""
     cache: dict[tuple[Any, ...], Any] = {}
 
     def cached(model: ModelArchitecture, hw: Any, **kw: Any) -> Any:
-        key = (id(model), hw.name, hw.gpu_count, tuple(sorted(kw.items())))
+        key = (id(model), hw.name, hw.gpu_count, hw.gpu_memory_gib, hw.network_gbps, hw.rdma,
+               tuple(sorted(kw.items())))
         if key not in cache:
             cache[key] = estimator(model, hw, **kw)
         return cache[key]

@@ -203,3 +203,17 @@ def test_open_loop_sizes_that_share_their_gpus_are_sized_once() -> None:
         hw = hardware_from_instance(catalog.instance(itype), catalog)
         assert memo(_spec(), model, hw, **kw) == open_loop.size_open_loop(_spec(), model, hw, **kw)
     assert (memo.asked, memo.computed) == (3, 1)
+
+
+def test_the_advice_memo_keys_on_what_an_estimate_reads() -> None:
+    """explain's re-plans share estimates across searches (explain._memo): two GPU-only views that differ in memory
+    per GPU or, across nodes, in the network are different questions even when their names are the same."""
+    explain = importlib.import_module("infragen.sizing.explain")
+    hw = hardware_from_instance(load_catalog().instance("p4d.24xlarge"), load_catalog())
+    view = gpu_side(hw, multi_node=True)
+    calls: list[Any] = []
+    memo = explain._memo(lambda model, hw, **kw: calls.append(hw) or len(calls))  # type: ignore[func-returns-value]
+    for node in (view, dataclasses.replace(view, gpu_memory_gib=(view.gpu_memory_gib or 1) / 2),
+                 dataclasses.replace(view, network_gbps=(view.network_gbps or 1) / 2), view):
+        memo(None, node, engine="vllm", nodes=2, tp=8, pp=2)  # type: ignore[arg-type]
+    assert len(calls) == 3
