@@ -271,6 +271,8 @@ def _cpu_row(row: dict[str, str], model: ModelArchitecture, measured: float) -> 
     prec = precision_of(row["precision"], "")
     active = float(param_groups(model).active())
     group = f"{row['engine']} ({'low-confidence CPU figures' if spec['confidence'] == 'low' else key})"
+    # Rows of other llama.cpp builds (2024 mainline, ik_llama.cpp): no weight type passed, so the pinned tree's
+    # x86 kernel rates (performance.yaml cpu.avx2_weight_kernels) do not apply to them.
     if row["metric"].startswith("pp"):
         n = int(row["input_len"])
         pred = n / prompt_s(s, active, n)

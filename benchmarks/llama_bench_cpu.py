@@ -42,7 +42,7 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def run(work: Path, llama_bench: Path, hardware: Path, threads: int, repetitions: int) -> None:
+def run(work: Path, llama_bench: Path, hardware: Path, threads: int, repetitions: int, tag: str = "") -> None:
     """llama-bench -o json per type; the JSON is stored with how and where it was produced."""
     import yaml
 
@@ -65,7 +65,7 @@ def run(work: Path, llama_bench: Path, hardware: Path, threads: int, repetitions
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "results": json.loads(out),
         }
-        dest = DATA / f"llama-bench-tinyllama-{kind}.json"
+        dest = DATA / f"llama-bench-tinyllama-{kind}{'-' + tag if tag else ''}.json"
         dest.write_text(json.dumps(record, indent=1) + "\n")
         print(f"{dest}: " + ", ".join(f"{r['n_prompt']}/{r['n_gen']}: {r['avg_ts']:.1f} t/s "
                                       f"(best {max(r['samples_ts']):.1f})"
@@ -80,6 +80,7 @@ def main() -> None:
     ap.add_argument("--hardware", type=Path, default=DATA / "machine.yaml", help="probed hardware file (run)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repetitions", type=int, default=5)
+    ap.add_argument("--tag", default="", help="suffix of the result files (a later run beside the first; run)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.step == "gguf":
@@ -87,7 +88,7 @@ def main() -> None:
     else:
         if args.llama_bench is None:
             ap.error("run needs --llama-bench")
-        run(args.work, args.llama_bench, args.hardware, args.threads, args.repetitions)
+        run(args.work, args.llama_bench, args.hardware, args.threads, args.repetitions, args.tag)
 
 
 if __name__ == "__main__":

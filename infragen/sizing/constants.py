@@ -105,6 +105,16 @@ class MoeConstants(_Frozen):
     """Where the tiles were read."""
 
 
+class WeightKernel(_Frozen):
+    """What the pinned llama.cpp's CPU kernels for one GGUF weight type reach (fitted, see the cpu section)."""
+
+    generation_weights_per_cycle_per_core: float | None = Field(default=None, gt=0)
+    """Weights one core multiplies per clock cycle in a generation step (matrix-vector): a compute floor under
+    the bandwidth time; None: none measured (bandwidth-bound)."""
+    prompt_flops_factor: float = Field(default=1.0, gt=0, le=1)
+    """Prompt processing's share of prompt_flops_fraction's rate with this type (1: as F16)."""
+
+
 class CpuConstants(_Frozen):
     """llama.cpp on CPUs (fitted, see `fitted_on`)."""
 
@@ -120,6 +130,11 @@ class CpuConstants(_Frozen):
     """Fraction of a measured (hardware probe) read bandwidth token generation sustains."""
     fitted_on: str
     """Rows used."""
+    avx2_weight_kernels: dict[str, WeightKernel] = Field(default_factory=dict)
+    """GGUF types whose kernels in the pinned llama.cpp are slower than the bandwidth/FP32 model on x86 CPUs with
+    AVX2 and no AVX-512 (by type)."""
+    avx2_weight_kernels_fitted_on: str = ""
+    """Rows and source of avx2_weight_kernels."""
 
 
 class UncertaintyBand(_Frozen):

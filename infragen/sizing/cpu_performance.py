@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from infragen.catalog.records import CpuModel
 from infragen.errors import MissingFigureError
-from infragen.sizing.constants import load_constants
+from infragen.sizing.constants import WeightKernel, load_constants
 from infragen.units import GIGA
 
 
@@ -26,6 +26,10 @@ class CpuSetup:
     notes: tuple[str, ...] = ()
     bandwidth_measured: bool = False
     """True when `bandwidth_bytes_per_s` was measured on the machine (hardware probe), not a datasheet peak."""
+    arch: str = "x86_64"
+    simd: tuple[str, ...] = ()
+    clock_hz: float = 0.0
+    """Sustained clock of each thread's core (per-cycle kernel rates)."""
 
 
 def cpu_setup(
@@ -76,6 +80,9 @@ def cpu_setup(
         flops_per_s=used * flops_per_cycle * clock_ghz * GIGA,
         notes=tuple(notes),
         bandwidth_measured=measured,
+        arch=str(cpu.arch),
+        simd=tuple(cpu.simd),
+        clock_hz=clock_ghz * GIGA,
     )
 
 
@@ -91,20 +98,42 @@ def effective_bandwidth(s: CpuSetup) -> float:
     return min(c.generation_bandwidth_fraction * s.bandwidth_bytes_per_s, thread_limit)
 
 
-def prompt_s(s: CpuSetup, active_params: float, tokens: int, attn_flops: float = 0.0) -> float:
-    """Prompt processing time: 2 x active params x tokens (+ attention) at the sustained SIMD rate."""
+def weight_kernel(s: CpuSetup, weight_type: str | None) -> WeightKernel | None:
+    """The pinned llama.cpp's kernel figures for `weight_type` on this CPU, when they differ from F16's.
+
+    Only x86 with AVX2 and no AVX-512, where they were measured: ggml-cpu/repack.cpp repacks Q8_0 for ARM
+    (dotprod/i8mm) and RISC-V, not for x86, so there Q8_0 runs the plain per-row vec_dot path while Q4_0 gets the
+    interleaved q4_0_8x8 kernels. AVX-512 CPUs run other paths (VNNI): not modelled per type (see the docs).
+    """
+    if weight_type is None or s.arch != "x86_64" or "avx512" in s.simd or "avx2" not in s.simd:
+        return None
+    return load_constants().cpu.avx2_weight_kernels.get(weight_type)
+
+
+def prompt_s(s: CpuSetup, active_params: float, tokens: int, attn_flops: float = 0.0,
+             weight_type: str | None = None) -> float:
+    """Prompt processing time: 2 x active params x tokens (+ attention) at the sustained SIMD rate (of the
+    weight type's kernels: `weight_type` None is the model without them, as for other llama.cpp builds)."""
     c = load_constants().cpu
-    return (2.0 * active_params * tokens + attn_flops) / (s.flops_per_s * c.prompt_flops_fraction)
+    k = weight_kernel(s, weight_type)
+    rate = s.flops_per_s * c.prompt_flops_fraction * (k.prompt_flops_factor if k else 1.0)
+    return (2.0 * active_params * tokens + attn_flops) / rate
 
 
 def generation_step_s(
-    s: CpuSetup, weight_bytes: float, active_params: float, kv_bytes_read: float, batch: int
+    s: CpuSetup, weight_bytes: float, active_params: float, kv_bytes_read: float, batch: int,
+    weight_type: str | None = None,
 ) -> float:
-    """One generation step for `batch` slots: weights streamed once, each slot's KV read, compute floor."""
+    """One generation step for `batch` slots: weights streamed once, each slot's KV read, compute floors (the
+    SIMD rate, and the weight type's matrix-vector kernel rate where it is slower)."""
     c = load_constants().cpu
     t_memory = (weight_bytes + kv_bytes_read) / effective_bandwidth(s)
     t_compute = 2.0 * active_params * batch / (s.flops_per_s * c.prompt_flops_fraction)
-    return max(t_memory, t_compute)
+    k = weight_kernel(s, weight_type)
+    t_kernel = 0.0
+    if k is not None and k.generation_weights_per_cycle_per_core and s.clock_hz:
+        t_kernel = active_params * batch / (s.threads * s.clock_hz * k.generation_weights_per_cycle_per_core)
+    return max(t_memory, t_compute, t_kernel)
 
 
 @dataclass(frozen=True)
@@ -117,6 +146,8 @@ class ServerStepSetup:
     kv_bytes_per_token: float
     attn_flops_per_token_pair: float
     """FLOPs of one token attending one other, over every layer (QK^T and PV)."""
+    weight_type: str | None = None
+    """GGUF type of the weights (weight_kernel)."""
 
 
 def server_step_s(s: ServerStepSetup, decode_seqs: float, decode_ctx: float, prompt_tokens: float,
@@ -129,10 +160,13 @@ def server_step_s(s: ServerStepSetup, decode_seqs: float, decode_ctx: float, pro
     at prompt_s's rate, attention included). With no prompt tokens this is generation_step_s; with no decoding
     slots, prompt_s (when compute-bound).
     """
-    c = load_constants().cpu
     kv_read = decode_seqs * decode_ctx + (prompt_ctx if prompt_tokens > 0 else 0.0)
+    decode = generation_step_s(s.cpu, s.weight_bytes, s.active_params, kv_read * s.kv_bytes_per_token,
+                               decode_seqs, s.weight_type) if decode_seqs > 0 else 0.0
+    if prompt_tokens <= 0:
+        return decode
     t_memory = (s.weight_bytes + kv_read * s.kv_bytes_per_token) / effective_bandwidth(s.cpu)
-    flops = 2.0 * s.active_params * (decode_seqs + prompt_tokens) + s.attn_flops_per_token_pair * prompt_tokens * \
-        prompt_ctx
-    t_compute = flops / (s.cpu.flops_per_s * c.prompt_flops_fraction)
-    return max(t_memory, t_compute)
+    attn = s.attn_flops_per_token_pair * prompt_tokens * prompt_ctx
+    t_compute = prompt_s(s.cpu, s.active_params, 0, 2.0 * s.active_params * (decode_seqs + prompt_tokens) + attn,
+                         s.weight_type)
+    return max(t_memory, t_compute, decode)

@@ -425,10 +425,11 @@ def _estimate_llama_cpp(
     notes.extend(s.notes)
     active = float(param_groups(model).active())
     attn_flops = attention_flops_per_token_pair(model) * input_len * input_len / 2
-    t_prompt = prompt_s(s, active, input_len, attn_flops) / prefill_factor
+    kind = mem.precision  # the GGUF weight type: its kernels' rates (cpu_performance.weight_kernel)
+    t_prompt = prompt_s(s, active, input_len, attn_flops, kind) / prefill_factor
     weights = mem.weights_gib_per_gpu * GIB
     kv_read = conc * (input_len + output_len / 2) * mem.kv_cache_bytes_per_token
-    step = generation_step_s(s, weights, active, kv_read, conc) / decode_factor
+    step = generation_step_s(s, weights, active, kv_read, conc, kind) / decode_factor
     if (decode_factor, prefill_factor) != (1.0, 1.0):
         notes.append(_calibration_note(decode_factor, prefill_factor))
     # llama-server interleaves a new prompt's batch with generation: prompts of the other slots slow each step.

@@ -168,7 +168,7 @@ def prepare_llama_cpp_load(
               + ", --batch-size " + ("as given" if batch_size else "its default"))
     setup = ServerStepSetup(llama_cpp_cpu_setup(hardware), base.weights_gib_per_gpu * GIB,
                             float(param_groups(model).active()), float(base.kv_cache_bytes_per_token),
-                            attention_flops_per_token_pair(model))
+                            attention_flops_per_token_pair(model), base.precision)
     return LoadModel(replace(base, notes=tuple(notes)), _step_fn(setup, decode_factor, prefill_factor),
                      Scheduler(slots, budget), source, input_len, output_len, setup, decode_factor, prefill_factor)
 
