@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from infragen.plan import Plan
@@ -68,6 +68,13 @@ def plan_tags(plan: Plan, extra: dict[str, str] | None = None) -> dict[str, str]
     if extra:
         tags |= extra
     return tags
+
+
+def node_tags(tags: Mapping[str, str]) -> dict[str, str]:
+    """The tags that reach nodes through a launch template or a group's replacement trigger: without the plan
+    digest, which changes with any plan change (a price, an alternative). A node is rolled when what it runs
+    changes, and its user data names that (the node digest, docs/bootstrap.md)."""
+    return {k: v for k, v in tags.items() if k != TAG_DIGEST}
 
 
 def plan_exports(plan: Plan) -> dict[str, Any]:

@@ -123,7 +123,7 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None,
     if secrets is not None and not isinstance(secrets, SecretsPlan):
         raise InputError("secrets must be a SecretsPlan (validated names)")
     context = {**_context(plan, role, head_address), "llama_cpp_repo": llama_cpp_repo,
-               "secrets": secrets or plan.secrets}
+               "secrets": secrets or plan.secrets, "node_digest": _NODE_DIGEST_SLOT}
     env = _environment()
     files = [
         {"path": path, "mode": mode, "content": env.get_template(template).render(context).rstrip("\n") + "\n"}
@@ -133,8 +133,23 @@ def render_user_data(plan: Plan, role: str, *, head_address: str | None = None,
     write_files = [{"path": f["path"], **({"permissions": f["mode"]} if f["mode"] != "0644" else {}),
                     "content": f["content"]} for f in files]
     text = env.get_template("cloud-config.yaml.j2").render({**context, "write_files": write_files})
-    _self_check(text, files)
+    # The node digest names what this node runs, not the whole plan: a change that leaves every file the same (a
+    # price refresh, another alternative, the bill) leaves the user data the same, so no node is rolled for it.
+    digest = node_digest(text)
+    text = text.replace(_NODE_DIGEST_SLOT, digest)
+    _self_check(text, [{**f, "content": f["content"].replace(_NODE_DIGEST_SLOT, digest)} for f in files])
     return text
+
+
+#: Stands where the node digest goes while the user data is rendered (letters only: no filter quotes it).
+_NODE_DIGEST_SLOT = "NODEDIGESTxSLOTx"
+
+
+def node_digest(text: str) -> str:
+    """16 hex digits of sha256 over the user data with its digest slots blank: what identifies a node's config."""
+    import hashlib
+
+    return hashlib.sha256(text.replace(_NODE_DIGEST_SLOT, "").encode()).hexdigest()[:16]
 
 
 def render_all(plan: Plan, *, head_address: str = DEFAULT_HEAD_ADDRESS,

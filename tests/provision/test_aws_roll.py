@@ -56,3 +56,31 @@ def test_single_node_replicas_and_a_lone_multinode_replica_refresh_in_place() ->
         opts = r.options[(ASG, g.name)]
         assert not opts.replace_on_changes and not opts.delete_before_replace and not opts.depends_on, g.name
         assert GENERATION_TAG not in {t["key"] for t in g.inputs["tags"]} and "instanceRefresh" in g.inputs
+
+
+def _node_inputs(plan: Plan) -> dict[str, Any]:
+    """What reaches the nodes: every launch template's user data and instance tags, every group's tags and how
+    it is replaced (the real renderer: the user data carries the node digest)."""
+    from infragen.provision.aws import build_aws
+    from tests.provision.conftest import AWS_CALLS, AWS_COMPUTED, make_settings
+    from tests.provision.mocks import run_program
+
+    rec = run_program(lambda: build_aws(plan, make_settings()), call_results=AWS_CALLS, computed=AWS_COMPUTED)
+    assert not rec.errors, rec.errors
+    lts = {lt.name: (lt.inputs["userData"], lt.inputs["tagSpecifications"])
+           for lt in rec.of_type("aws:ec2/launchTemplate:LaunchTemplate")}
+    groups = {g.name: g.inputs["tags"] for g in rec.of_type(ASG)}
+    return {"launch_templates": lts, "groups": groups}
+
+
+def test_a_plan_change_that_does_not_change_the_nodes_rolls_nothing() -> None:
+    """A price refresh (new costs, alternatives, bill) changes the plan digest but not what a node runs: no launch
+    template version, no instance refresh, no replaced multi-node replica. A node change (the engine's argv) rolls."""
+    for kind in ("single", "multinode"):
+        plan = make_plan(kind, "aws")
+        repriced = _with(plan, cost={"usd_per_month": plan.cost.usd_per_month * 1.25})
+        repriced = repriced.model_copy(update={"alternatives": []})
+        assert repriced.digest != plan.digest
+        assert _node_inputs(repriced) == _node_inputs(plan), kind
+        changed = _with(plan, engine={"argv": [*plan.engine.argv, "--max-num-batched-tokens", "4096"]})
+        assert _node_inputs(changed)["launch_templates"] != _node_inputs(plan)["launch_templates"], kind

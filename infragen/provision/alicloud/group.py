@@ -18,6 +18,7 @@ import pulumi_alicloud as alicloud
 from infragen.provision.alicloud.autoscaling import GroupShare, ScheduledStep, refresh_max_healthy_percentage, share_of
 from infragen.provision.alicloud.compute import SPOT_STRATEGY, encode_user_data
 from infragen.provision.alicloud.layout import DiskLayout
+from infragen.provision.common import node_tags
 
 #: Target tracking on the ALB's "QPS per backend server" (Alibaba Auto Scaling doc "Target tracking scaling rules":
 #: API metric LoadBalancerRealServerAverageQps, "(ALB) QPS per Backend Server", the ALB server group to be named);
@@ -133,7 +134,8 @@ class AliReplicaGroups(pulumi.ComponentResource):
             http_endpoint="enabled", http_tokens="required",
             user_data=encode_user_data(args.user_data, what="user-data of the replicas"),
             description=f"infragen {args.prefix} single-node replica{' (on-demand floor)' if suffix else ''}",
-            version_description="infragen plan", tags={**tags, "infragen:role": "replica"}, template_tags=tags,
+            version_description="infragen plan", tags={**node_tags(tags), "infragen:role": "replica"},
+            template_tags=tags,
             opts=child)
 
     def _group(self, name: str, args: ReplicaGroupsArgs, share: GroupShare, template: alicloud.ecs.EcsLaunchTemplate,

@@ -34,6 +34,7 @@ from infragen.provision.aws.layout import (
     single_node_count,
 )
 from infragen.provision.aws.port_targets import drain_hook
+from infragen.provision.common import node_tags
 
 #: Renders the cloud-init for one node: (role, head private IP or None) -> user-data text.
 UserDataRenderer = Callable[[Role, "str | None"], str]
@@ -195,7 +196,7 @@ class Compute(pulumi.ComponentResource):
             update_default_version=True,
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind,
-                                                           tags={**args.tags, "infragen:role": role})
+                                                           tags={**node_tags(args.tags), "infragen:role": role})
                 for kind in ("instance", "volume", "network-interface")
             ],
             tags=args.tags,
@@ -285,7 +286,7 @@ class Compute(pulumi.ComponentResource):
                     min_healthy_percentage=healthy[0], max_healthy_percentage=healthy[1],
                     instance_warmup=str(POST_HOOK_GRACE_S if serving else plan.network.health_check_grace_s))),
             tags=[*(aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
-                    for k, v in sorted(args.tags.items())),
+                    for k, v in sorted(node_tags(args.tags).items())),
                   *([aws.autoscaling.GroupTagArgs(key=GENERATION_TAG, value=roll.generation, propagate_at_launch=False)]
                     if roll is not None else [])],
             opts=pulumi.ResourceOptions(
