@@ -430,14 +430,21 @@ def _estimate_llama_cpp(
     weights = mem.weights_gib_per_gpu * GIB
     kv_read = conc * (input_len + output_len / 2) * mem.kv_cache_bytes_per_token
     step = generation_step_s(s, weights, active, kv_read, conc, kind) / decode_factor
+    per_token = generation_step_s(s, 0.0, active, 0.0, 1, kind) / decode_factor  # compute alone, one slot
     if (decode_factor, prefill_factor) != (1.0, 1.0):
         notes.append(_calibration_note(decode_factor, prefill_factor))
-    # llama-server interleaves a new prompt's batch with generation: prompts of the other slots slow each step.
-    tpot = step + (conc - 1) / max(conc, 1) * t_prompt / max(output_len, 1) if conc > 1 else step
+    # llama-server puts the other slots' prompt tokens in the same batches as the generating tokens: in a closed
+    # loop each of the other conc - 1 slots prompts once per request, so a request's output_len - 1 steps carry
+    # about conc - 1 prompts (was (conc - 1) / conc of one: 16x too few at 16 slots, against the --rate model).
+    tpot = step + (conc - 1) * t_prompt / max(output_len - 1, 1) if conc > 1 else step
     ttft = t_prompt + (0.5 * step if conc > 1 else 0.0)
     e2e = ttft + (output_len - 1) * tpot
     regime = "cpu-generation" if (output_len - 1) * tpot >= ttft else "cpu-prompt"
     requests_per_s = conc / e2e if e2e else 0.0
+    if conc > 1 and output_len > 1 and step <= conc * per_token * (1.0 + 1e-9):
+        # compute-bound steps: e2e = conc x (t_prompt + (output_len - 1/2) x per_token), the server's capacity
+        # whatever the slots; one expression, so that equal capacities compare equal (the planner's bisection).
+        requests_per_s = 1.0 / (t_prompt + (output_len - 0.5) * per_token)
     wait = queue_wait_s(concurrency or 0, conc, e2e)
     ttft, e2e = ttft + wait, e2e + wait
     return Estimate(

@@ -135,3 +135,15 @@ def test_llama_cpp_fewer_slots_and_past_capacity(capsys: pytest.CaptureFixture[s
     assert two["scheduler"]["max_num_seqs"] == 2 and two["slot_wait_probability"] > 0
     code, _, err = _run([*CPU, "--rate", "50"], capsys)
     assert code == 3 and "exceed the capacity" in err
+
+
+def test_llama_cpp_closed_loop_throughput_is_within_the_open_loop_capacity(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Every slot re-prompts after its output: the other slots' prompts ride in each of a request's steps, so the
+    closed loop at all slots cannot serve more requests/s than the open loop's capacity (the same server)."""
+    code, out, _ = _run([*CPU, "--concurrency", "max", "--format", "json"], capsys)
+    assert code == 0
+    closed = json.loads(out)["throughput"]["requests_per_s"]
+    code, out, _ = _run([*CPU, "--rate", "0.01", "--format", "json"], capsys)
+    capacity = json.loads(out)["load"]["capacity_per_s"]
+    assert closed == pytest.approx(capacity, rel=0.15)
