@@ -173,12 +173,43 @@ def prepare_llama_cpp_load(
                      Scheduler(slots, budget), source, input_len, output_len, setup, decode_factor, prefill_factor)
 
 
-@lru_cache(maxsize=1024)
+#: Step times one step function remembers (light-api's first plan asks 26,184 steps, 8,668 distinct, in all).
+STEP_MEMO_SIZE = 4096
+
+
+class _Same:
+    """Hashes and compares by identity (the constants are a pydantic model: not hashable), keeping it alive."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
 def _step_fn(setup: object, decode_factor: float, prefill_factor: float, slowdown: float = 1.0) -> StepFn:
     """token_step_s of the setup, its decode part and its prompt part scaled by a calibration profile's factors,
-    the whole step by `slowdown`. Cached so that equal setups share one function (capacity is cached on it)."""
+    the whole step by `slowdown`. Cached so that equal setups share one function (capacity is cached on it).
+
+    The function remembers its answers: the load model asks the same steps again and again (a batch's decode and
+    prompt steps do not depend on the arrival rate; the capacity search and each rate's solve start at full and
+    empty slots): two asks in three in light-api's first plan. Same arguments, same float: no result moves. The
+    step model reads the constants when it runs, so the functions are keyed on the constants in force too (a fit's
+    override gets fresh ones)."""
+    return _step_fn_for(setup, decode_factor, prefill_factor, slowdown, _Same(load_constants()))
+
+
+@lru_cache(maxsize=1024)
+def _step_fn_for(setup: object, decode_factor: float, prefill_factor: float, slowdown: float,
+                 _constants: _Same) -> StepFn:
     timed = server_step_s if isinstance(setup, ServerStepSetup) else token_step_s
 
+    @lru_cache(maxsize=STEP_MEMO_SIZE)
     def step(n: float, ctx: float, p: float, pctx: float) -> float:
         full = timed(setup, n, ctx, p, pctx)  # type: ignore[arg-type]
         if decode_factor == 1.0 and prefill_factor == 1.0:
