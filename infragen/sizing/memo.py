@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from infragen.architecture import ModelArchitecture
 from infragen.sizing.types import Estimate, Hardware
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 _Estimator = Callable[..., Estimate]
 _Key = tuple[Any, ...]
+_T = TypeVar("_T")
 
 
 def _hw_key(hw: Hardware, *, multi_node: bool) -> _Key:
@@ -38,6 +39,28 @@ def gpu_side(hw: Hardware, *, multi_node: bool) -> Hardware:
                     rdma=hw.rdma if multi_node else "none")
 
 
+class _GpuViewTable(Generic[_T]):
+    """Answers keyed on the model, the node's GPU-only view and the other arguments; each view built once and the
+    answer computed from it, so a shared answer cannot depend on what the key leaves out."""
+
+    def __init__(self) -> None:
+        self._table: dict[_Key, _T] = {}
+        self._views: dict[_Key, Hardware] = {}
+
+    def answer(self, model: ModelArchitecture, hw: Hardware, kw: dict[str, Any],
+               compute: Callable[[Hardware], _T]) -> _T:
+        multi = kw.get("nodes", 1) > 1
+        hw_key = _hw_key(hw, multi_node=multi)
+        key = (id(model), hw_key, tuple(sorted(kw.items())))
+        hit = self._table.get(key)
+        if hit is None:
+            view = self._views.get(hw_key)
+            if view is None:
+                view = self._views[hw_key] = gpu_side(hw, multi_node=multi)
+            hit = self._table[key] = compute(view)
+        return hit
+
+
 @dataclass
 class EstimateMemo:
     """An estimator that answers a repeated question from its table (one search's lifetime)."""
@@ -47,25 +70,19 @@ class EstimateMemo:
     """Estimates asked for."""
     computed: int = 0
     """Estimates actually computed (the rest were answered from the table)."""
-    _table: dict[_Key, Estimate] = field(default_factory=dict)
-    _views: dict[_Key, Hardware] = field(default_factory=dict)
+    _memo: _GpuViewTable[Estimate] = field(default_factory=_GpuViewTable)
 
     def __call__(self, model: ModelArchitecture, hw: Hardware, **kw: Any) -> Estimate:
         self.asked += 1
         if kw.get("engine") != "vllm" or hw.accelerator is None:
             self.computed += 1
             return self.estimator(model, hw, **kw)
-        multi = kw.get("nodes", 1) > 1
-        hw_key = _hw_key(hw, multi_node=multi)
-        key = (id(model), hw_key, tuple(sorted(kw.items())))
-        hit = self._table.get(key)
-        if hit is None:
-            view = self._views.get(hw_key)
-            if view is None:
-                view = self._views[hw_key] = gpu_side(hw, multi_node=multi)
+
+        def compute(view: Hardware) -> Estimate:
             self.computed += 1
-            hit = self._table[key] = self.estimator(model, view, **kw)
-        return hit
+            return self.estimator(model, view, **kw)
+
+        return self._memo.answer(model, hw, kw, compute)
 
 
 @dataclass
@@ -75,21 +92,15 @@ class OpenLoopMemo:
 
     asked: int = 0
     computed: int = 0
-    _table: dict[_Key, OpenLoopSizing] = field(default_factory=dict)
-    _views: dict[_Key, Hardware] = field(default_factory=dict)
+    _memo: _GpuViewTable[OpenLoopSizing] = field(default_factory=_GpuViewTable)
 
     def __call__(self, spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, **kw: Any) -> OpenLoopSizing:
         from infragen.sizing.open_loop import size_open_loop
 
         self.asked += 1
-        multi = kw.get("nodes", 1) > 1
-        hw_key = _hw_key(hw, multi_node=multi)
-        key = (id(model), hw_key, tuple(sorted(kw.items())))
-        hit = self._table.get(key)
-        if hit is None:
-            view = self._views.get(hw_key)
-            if view is None:
-                view = self._views[hw_key] = gpu_side(hw, multi_node=multi)
+
+        def compute(view: Hardware) -> OpenLoopSizing:
             self.computed += 1
-            hit = self._table[key] = size_open_loop(spec, model, view, **kw)
-        return hit
+            return size_open_loop(spec, model, view, **kw)
+
+        return self._memo.answer(model, hw, kw, compute)
