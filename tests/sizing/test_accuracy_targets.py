@@ -90,3 +90,24 @@ def test_independent_tp_lines_keep_dense_and_moe_apart() -> None:
     assert tp_lines and all(ln.split()[2] in ("dense", "MoE") for ln in tp_lines), tp_lines
     dense_tp4 = [ln for ln in tp_lines if ln.startswith("tp 4 dense") and "output_tokens_per_s" in ln]
     assert len(dense_tp4) == 1 and "n= 1" in dense_tp4[0], tp_lines
+
+
+def test_tp_report_replays_the_current_profile_on_the_same_drain(outcomes: list[accuracy.Outcome]) -> None:
+    """The current profile's TP ratios are read on the Lambda drain with the memory split of the vLLM 0.5.4 rows, so
+    they differ from the vllm-0.5 replay only in the step constants (estimate()'s steady state under current vLLM's
+    memory leaves 70B FP8 at tp 1 a 6-request batch: a memory answer, not a TP one). The helper, given vllm-0.5,
+    must give accuracy.py's own Lambda prediction for every throughput row."""
+    from benchmarks.accuracy_checks import lambda_drain, tp_ratio_report
+
+    pred = {o.row_id: o.predicted for o in outcomes if o.group == "vLLM Lambda ShareGPT"}
+    checked = 0
+    for row in accuracy.read_rows():
+        if row["id"] in pred and row["metric"] == "output_tokens_per_s" and "70B" in row["model"]:
+            acc = accuracy._accelerator(*accuracy.gpu_of(row["hardware"]))  # type: ignore[misc]
+            replay = lambda_drain("llama-3.1-70b", acc, accuracy.precision_of(row["precision"], acc.id),
+                                  int(row["tp"]), "vllm-0.5")
+            assert replay == pytest.approx(pred[row["id"]], rel=1e-9), row["id"]
+            checked += 1
+    assert checked == 8
+    summary = [ln.split()[:2] for ln in tp_ratio_report(outcomes) if "ratios within" in ln]
+    assert summary == [["vllm-0.5", "ratios"], ["vllm", "drain"], ["vllm", "estimate"]]
