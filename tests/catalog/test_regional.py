@@ -175,3 +175,84 @@ def test_every_region_the_aws_source_prices_a_type_in_is_priced_in_the_catalog()
     assert len(cat.regions("aws")) >= 15
     assert listed["g6e.xlarge"] == {p.region for p in cat.instance("g6e.xlarge").prices}
     assert listed["p5.48xlarge"] == {p.region for p in cat.instance("p5.48xlarge").prices}
+
+
+def _pricing_file(region: str, location: str, rows: list[tuple[str, str]], date: str = "2025-04-04T22:41:22Z",
+                  os_name: str = "Linux") -> str:
+    """A file shaped like AWS's on-demand pricing-page JSON (the fields the excerpt reads, as in the real files)."""
+    import json
+
+    items = {f"{t} {location} {os_name}": {"rateCode": "X.JRTCKXETXF.6YS6EN2CT7", "price": price, "Location": location,
+                                          "Instance Type": t, "Operating System": os_name, "Pre Installed S/W": "NA",
+                                          "License Model": "No License required"} for t, price in rows}
+    return json.dumps({"manifest": {"serviceId": "ec2", "currencyCode": "USD", "source": "ec2-ondemand-without-sec-sel",
+                                    "hawkFilePublicationDate": date}, "regions": {location: items}})
+
+
+def test_aws_pricing_json_excerpt_is_written_by_the_script(tmp_path) -> None:
+    """The excerpt keeps Linux rows of the catalog's types, price strings unchanged, dated by the files' manifest;
+    Local Zone files are not read."""
+    folder = tmp_path / "json"
+    folder.mkdir()
+    (folder / "sa-east-1-ondemand.json").write_text(_pricing_file(
+        "sa-east-1", "South America (Sao Paulo)", [("g5.xlarge", "1.8090000000"), ("a1.large", "0.1")]))
+    (folder / "eu-west-3-ondemand.json").write_text(_pricing_file("eu-west-3", "EU (Paris)", [("g4dn.xlarge", "0.6")]))
+    (folder / "us-east-1-bos-1-ondemand.json").write_text(_pricing_file("x", "US East (Boston)", [("g5.xlarge", "9")]))
+    out = tmp_path / "aws_pricing_json_test.csv"
+    assert regional.main(["--aws-pricing-json", str(folder), "--citation", "owner/repo@abc1234 data/ec2",
+                          "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert text.startswith("# Excerpt of owner/repo@abc1234 data/ec2 (as of 2025-04-04")
+    body = [line for line in text.splitlines() if not line.startswith("#")]
+    assert body == ["InstanceType,Price,Region", "g4dn.xlarge,0.6,eu-west-3", "g5.xlarge,1.8090000000,sa-east-1"]
+
+
+def test_aws_pricing_json_excerpt_refuses_other_files() -> None:
+    ok = _pricing_file("sa-east-1", "South America (Sao Paulo)", [("g5.xlarge", "1.8")])
+    later = _pricing_file("eu-west-3", "EU (Paris)", [("g5.xlarge", "1")], "2025-05-01")
+    with pytest.raises(SystemExit, match="different dates"):
+        regional.aws_pricing_json_excerpt({"sa-east-1": ok, "eu-west-3": later}, {"g5.xlarge"}, citation="x")
+    with pytest.raises(SystemExit, match="not an ec2-ondemand-without-sec-sel"):
+        regional.aws_pricing_json_excerpt({"sa-east-1": '{"manifest": {"source": "ec2-spot"}, "regions": {}}'},
+                                          {"g5.xlarge"}, citation="x")
+    rhel = _pricing_file("sa-east-1", "South America (Sao Paulo)", [("g5.xlarge", "1")], os_name="RHEL")
+    with pytest.raises(SystemExit, match="none of the catalog"):
+        regional.aws_pricing_json_excerpt({"sa-east-1": rhel}, {"g5.xlarge"}, citation="x")
+
+
+def test_an_older_list_fills_only_gaps_and_never_a_family_it_contradicts(tmp_path) -> None:
+    """Older on-demand rows add (type, region) pairs nothing newer prices; a family whose older price differs from
+    a newer one anywhere is dropped everywhere (its older prices are out of date), other families are kept."""
+    excerpt = tmp_path / "old.csv"
+    excerpt.write_text("# test\nInstanceType,Price,Region\n"
+                       "g5.xlarge,1.006,us-east-1\ng5.xlarge,1.809,sa-east-1\n"
+                       "p5.48xlarge,98.32,us-east-1\np5.48xlarge,165.1776,sa-east-1\n", encoding="utf-8")
+    newer = {("g5.xlarge", "us-east-1"): 1.006, ("p5.48xlarge", "us-east-1"): 55.04}
+    rows, stale = regional.aws_on_demand_rows(excerpt, "k", newer, set(newer))
+    assert stale == {"p5"}
+    assert rows == [["aws", "g5.xlarge", "sa-east-1", "1.809", "", "", "", "k"]]
+
+
+def test_aws_pricing_json_agrees_with_newer_lists_except_the_families_aws_cut() -> None:
+    """Where AWS's 2025-04-04 files and a newer list (Karpenter us-east-1 of 2026-07-20, SkyPilot v9) price the same
+    type in the same region, they agree exactly for every family but P4d, P4de, P5 and P5en (AWS's 2025-06 price
+    reduction): so the files' prices of other families are current, and those four are never used from them."""
+    import csv
+
+    with (regional.SOURCES / "aws_pricing_json_20250404.csv").open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    cat = load_catalog()
+    agree = 0
+    differ: set[str] = set()
+    for r in rows:
+        price = cat.instance(r["InstanceType"]).price_in(r["Region"])
+        if price is None or price.as_of == "2025-04-04" or price.on_demand_usd_per_hour is None:
+            continue
+        if price.on_demand_usd_per_hour == float(r["Price"]):
+            agree += 1
+        else:
+            differ.add(r["InstanceType"].split(".")[0])
+    assert differ == {"p4d", "p4de", "p5", "p5en"} and agree >= 450
+    used = {inst.family for inst in cat.instances_for("aws") for p in inst.prices if p.as_of == "2025-04-04"}
+    assert used and not used & differ
+    assert sum(1 for inst in cat.instances_for("aws") for p in inst.prices if p.as_of == "2025-04-04") == 771

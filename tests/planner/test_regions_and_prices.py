@@ -44,9 +44,9 @@ def test_unknown_region_is_exit_2_with_did_you_mean_and_the_known_regions(
 @pytest.mark.parametrize("command", ["validate", "plan"])
 def test_known_region_without_prices_names_the_priced_regions_and_the_override(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
-    code, text = run(capsys, command, str(workload(tmp_path, regions=["il-central-1"])))
+    code, text = run(capsys, command, str(workload(tmp_path, regions=["ca-west-1"])))
     assert code == 2
-    assert "'il-central-1' is a known region, but the catalog has no price for any instance type there" in text
+    assert "'ca-west-1' is a known region, but the catalog has no price for any instance type there" in text
     assert "priced regions: " in text and "us-east-1" in text
     assert "`prices:` in the workload" in text and "--prices FILE" in text
 
@@ -60,16 +60,16 @@ def test_family_filter_matching_nothing_gets_did_you_mean(tmp_path: Path, capsys
 def test_your_price_plans_an_unpriced_region_and_the_plan_records_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     prices = tmp_path / "prices.yaml"
-    prices.write_text(yaml.safe_dump({"prices": [{"instance_type": "g6e.xlarge", "region": "il-central-1",
+    prices.write_text(yaml.safe_dump({"prices": [{"instance_type": "g6e.xlarge", "region": "ca-west-1",
                                                   "on_demand_usd_per_hour": 2.5, "note": "quote Q-1"}]}))
-    path = workload(tmp_path, regions=["il-central-1"])
+    path = workload(tmp_path, regions=["ca-west-1"])
     code, text = run(capsys, "plan", str(path), "--prices", str(prices), "--format", "json")
     assert code == 0, text
-    assert '"region": "il-central-1"' in text and "your price" in text and "quote Q-1" in text
-    assert "priced with your own price for g6e.xlarge in il-central-1" in text
+    assert '"region": "ca-west-1"' in text and "your price" in text and "quote Q-1" in text
+    assert "priced with your own price for g6e.xlarge in ca-west-1" in text
     # the same price in the workload's own `prices:` field
-    inline = workload(tmp_path, regions=["il-central-1"],
-                      prices=[{"instance_type": "g6e.xlarge", "region": "il-central-1", "on_demand_usd_per_hour": 2.5}])
+    inline = workload(tmp_path, regions=["ca-west-1"],
+                      prices=[{"instance_type": "g6e.xlarge", "region": "ca-west-1", "on_demand_usd_per_hour": 2.5}])
     code, text = run(capsys, "plan", str(inline))
     assert code == 0 and "$12,775/month" in text and "your price" in text
 
