@@ -256,3 +256,25 @@ def test_aws_pricing_json_agrees_with_newer_lists_except_the_families_aws_cut() 
     used = {inst.family for inst in cat.instances_for("aws") for p in inst.prices if p.as_of == "2025-04-04"}
     assert used and not used & differ
     assert sum(1 for inst in cat.instances_for("aws") for p in inst.prices if p.as_of == "2025-04-04") == 771
+
+
+def test_alibaba_gpu_types_are_priced_in_every_region_the_list_sells_them() -> None:
+    """The 2024-12-31 Alibaba list is also the only record of where a type is sold (a 0 = not sold): every GPU type
+    it prices is priced in each of those regions (gn7i: 16 regions), and the families it lacks (gn8is, gn8v, the
+    ebmgn8/ebmgn9 families) have no row anywhere."""
+    import csv
+
+    path = regional.SOURCES / "alicloud_jxs1211_5d2e077.csv"
+    with path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    cat = load_catalog()
+    sold: dict[str, set[str]] = {}
+    for r in rows:
+        if float(r["cny_per_hour"]) > 0 and cat.instance(r["instance_type"]).gpu:
+            sold.setdefault(r["instance_type"], set()).add(r["region"])
+    for itype, regions in sold.items():
+        assert regions <= {p.region for p in cat.instance(itype).prices}, itype
+    gn7i = {r for t, rs in sold.items() if t.startswith("ecs.gn7i-") for r in rs}
+    assert len(gn7i) == 16 and {"cn-shanghai", "cn-hongkong", "ap-southeast-1", "eu-central-1"} <= gn7i
+    families = {t.split(".")[1].split("-")[0] for t in sold}
+    assert not families & {"gn8is", "gn8v", "ebmgn8v", "ebmgn8is", "ebmgn8ia", "ebmgn9g", "ebmgn9ge", "ebmgn9gc"}
