@@ -48,6 +48,11 @@ _ARCH: dict[str, dict[str, object]] = {
     "mixtral-8x22b": dict(hidden_size=6144, num_layers=56, num_attention_heads=48, num_kv_heads=8,
                           intermediate_size=16384, vocab_size=32768, max_position_embeddings=65536,
                           num_experts=8, num_experts_per_token=2),
+    # Qwen/Qwen2.5-0.5B-Instruct config.json as copied in DongfuJiang/Qwen2.5-0.5B-Instruct's README (code index):
+    # tied embeddings, use_sliding_window false; Qwen2 attention has q/k/v biases (as qwen2.5-1.5b in models.yaml).
+    "qwen2.5-0.5b": dict(hidden_size=896, num_layers=24, num_attention_heads=14, num_kv_heads=2,
+                         intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768,
+                         tie_word_embeddings=True, attention_bias=True),
     # Qwen/Qwen3-32B config.json (not in infragen's registry): untied embeddings, QK-norm, no sliding window.
     "qwen3-32b": dict(hidden_size=5120, num_layers=64, num_attention_heads=64, num_kv_heads=8, head_dim=128,
                       intermediate_size=25600, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
@@ -86,7 +91,7 @@ def model_of(text: str) -> str | None:
         ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"), ("llama-2-7b", "llama-2-7b"),
         ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b-v0.3"),
         ("nemo", "mistral-nemo-12b"), ("mistral-large", "mistral-large-2407"),
-        ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-32b", "qwen3-32b"),
+        ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-32b", "qwen3-32b"), ("qwen2.5-0.5b", "qwen2.5-0.5b"),
         ("deepseek-r1", "deepseek-r1"),  # DeepSeek-R1-0528: R1's architecture
     ):
         if key in t:
@@ -113,6 +118,8 @@ def gpu_of(hardware: str) -> tuple[str, str] | None:
         return "a10-24gb", ""
     if "l40s" in h:
         return "l40s", ""
+    if re.search(r"\bl4\b", h):
+        return "l4-24gb", ""
     return None
 
 

@@ -214,8 +214,10 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     if targets:
         warnings.append(targets)
     if spec.slo.ttft_p99_ms is None and spec.slo.tpot_ms is None and spec.slo.e2e_p99_ms is None:
+        # the figures the plan's estimate reports (rounded as there first, so the two never disagree by a rounding)
         warnings.append(f"no slo given: sized for throughput alone (batches of up to {s.batch}), so at peak expect "
-                        f"TTFT {est.ttft_ms:,.0f} ms, TPOT {est.tpot_ms:.1f} ms, E2E {est.e2e_ms / 1000:,.1f} s; "
+                        f"TTFT {round(est.ttft_ms, 1):,.0f} ms, TPOT {round(est.tpot_ms, 2):.1f} ms, "
+                        f"E2E {round(est.e2e_ms, 1) / 1000:,.1f} s; "
                         "set slo.ttft_p99_ms / slo.tpot_ms to size for latency")
     if est.relative_uncertainty >= 0.3:
         warnings.append(f"estimates in regime {est.regime} carry a ±{est.relative_uncertainty:.0%} band")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from infragen.catalog.parsed import load_yaml_text
 from infragen.errors import DataError
@@ -60,6 +60,17 @@ class EngineConstants(_Frozen):
     """Kernel-launch / synchronisation cost per layer per step, microseconds."""
     fitted_on: str
     """Which calibration rows determined the fitted fields, and how."""
+    first_token_overhead_ms: float = Field(default=0.0, ge=0)
+    """Time a client waits for its first token beyond the engine's steps (HTTP request and response, prompt
+    tokenisation, streaming the first chunk), ms; added to TTFT only: it occupies no GPU step."""
+    first_token_source: str = ""
+    """Where first_token_overhead_ms was measured (required when it is not 0)."""
+
+    @model_validator(mode="after")
+    def _first_token_sourced(self) -> EngineConstants:
+        if self.first_token_overhead_ms and not self.first_token_source.strip():
+            raise ValueError("first_token_overhead_ms needs first_token_source (where it was measured)")
+        return self
 
 
 class InterconnectConstants(_Frozen):

@@ -28,6 +28,7 @@ from infragen.sizing.memory import (
 )
 from infragen.sizing.performance import (
     MANY_EXPERT_MOE_REGIME,
+    first_token_s,
     gpu_figures,
     gpu_setup,
     is_many_expert_moe,
@@ -345,7 +346,8 @@ def estimate(
         notes.append(f"capped at {c.trtllm_ceiling_factor} x the TensorRT-LLM saturation prediction")
     if (decode_factor, prefill_factor) != (1.0, 1.0):
         # a measured calibration of this hardware wins over the fitted fractions (and the ceiling)
-        ttft_s = speed.prefill_s / prefill_factor + (ttft_s - speed.prefill_s) / decode_factor
+        serving = first_token_s(setup)  # not GPU time: no calibration factor applies to it
+        ttft_s = speed.prefill_s / prefill_factor + (ttft_s - speed.prefill_s - serving) / decode_factor + serving
         tpot_s /= decode_factor
         notes.append(_calibration_note(decode_factor, prefill_factor))
     e2e_s = ttft_s + (output_len - 1) * tpot_s

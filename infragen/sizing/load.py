@@ -63,7 +63,8 @@ class LoadPoint:
     e2e_p99_s: float
     """TTFT p99 plus the output's decode steps (the workload's output length is one figure)."""
     cdf_terms: tuple[float, float, float, tuple[tuple[float, float], ...]] | None = None
-    """(own prefill, busy share, decode step, waits): what ttft_cdf needs; None when unstable."""
+    """(own prefill + the serving path's fixed delay, busy share, decode step, waits): what ttft_cdf needs; None
+    when unstable."""
 
     def ttft_cdf(self, t_s: float) -> float:
         """P(TTFT <= t_s): one evaluation, where a percentile needs a search (the planner's SLO test)."""
@@ -242,7 +243,7 @@ def _unstable(rate: float, sched: Scheduler) -> LoadPoint:
 
 def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: int, sched: Scheduler,
                   slot_service_cv2: float = SLOT_SERVICE_CV2,
-                  quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)) -> LoadPoint:
+                  quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), first_token_s: float = 0.0) -> LoadPoint:
     """One replica under Poisson arrivals at `rate_per_s`: running batch, TPOT and TTFT percentiles.
 
     TTFT = own prefill steps + a wait for the prompt steps queued ahead (M/D/1: prompts served one after the
@@ -251,6 +252,8 @@ def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: i
     plus an exponential tail; the percentiles of the sum are solved from its CDF. `slot_service_cv2` is the
     squared coefficient of variation of the time a request holds a slot (0: every request the same length).
     Only the TTFT `quantiles` asked for are solved (the others are NaN): the planner needs p99 alone.
+    `first_token_s` is the serving path outside the engine steps (HTTP, tokenisation, streaming): a fixed delay
+    added to every request's TTFT that occupies no step.
     """
     if rate_per_s <= 0:
         raise ValueError("rate must be positive")
@@ -266,8 +269,9 @@ def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: i
     # An arrival finds a decode-only step running when the batch is not empty (M/G/inf: 1 - e^-n) and no prompt
     # step is in progress (those are in the M/D/1 wait).
     busy = (1.0 - math.exp(-st.n)) * (1.0 - rho_p)
-    mean = st.s_pf + busy * st.tau_decode / 2.0 + rho_p * theta_p + p_wait * theta_s
-    p50, p90, p99 = (_quantile(q, st.s_pf, busy, st.tau_decode, waits) if q in quantiles else math.nan
+    own = st.s_pf + first_token_s  # the fixed part of TTFT: the CDF below starts there
+    mean = own + busy * st.tau_decode / 2.0 + rho_p * theta_p + p_wait * theta_s
+    p50, p90, p99 = (_quantile(q, own, busy, st.tau_decode, waits) if q in quantiles else math.nan
                      for q in (0.5, 0.9, 0.99))
     decode = (output_len - 1) * st.tpot
     return LoadPoint(
@@ -275,7 +279,7 @@ def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: i
         prefill_utilisation=rho_p, prefill_tokens_per_step=rate_per_s * input_len * st.tpot, tpot_s=st.tpot,
         prefill_service_s=st.s_pf, slot_wait_probability=p_wait, ttft_mean_s=mean, ttft_p50_s=p50,
         ttft_p90_s=p90, ttft_p99_s=p99, e2e_mean_s=mean + decode, e2e_p99_s=p99 + decode,
-        cdf_terms=(st.s_pf, busy, st.tau_decode, waits),
+        cdf_terms=(own, busy, st.tau_decode, waits),
     )
 
 

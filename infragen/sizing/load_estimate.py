@@ -26,6 +26,7 @@ from infragen.sizing.load import LoadPoint, Scheduler, StepFn, capacity_per_s, s
 from infragen.sizing.memory import max_sequences, param_groups, vllm_memory, vllm_profile_tokens
 from infragen.sizing.performance import (
     MANY_EXPERT_MOE_REGIME,
+    first_token_s,
     gpu_figures,
     gpu_setup,
     steady_state,
@@ -63,6 +64,8 @@ class LoadModel:
     _regime_setup: object
     decode_factor: float = 1.0
     prefill_factor: float = 1.0
+    first_token_s: float = 0.0
+    """The serving path's fixed part of TTFT (vLLM: performance.yaml first_token_overhead_ms; llama.cpp: 0)."""
 
     def slowed(self, factor: float) -> LoadModel:
         """The same replica with every step `factor` times longer (the planner's confidence margin)."""
@@ -71,7 +74,7 @@ class LoadModel:
 
     def at(self, rate_per_s: float, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)) -> LoadPoint:
         return serve_at_rate(self.step, rate_per_s, self.input_len, self.output_len, self.scheduler,
-                             quantiles=quantiles)
+                             quantiles=quantiles, first_token_s=self.first_token_s)
 
     def capacity_per_s(self) -> float:
         return _capacity(self.step, self.input_len, self.output_len, self.scheduler)
@@ -136,7 +139,7 @@ def prepare_load(
     cached = cached_prompt_tokens(input_len, prefix_cache_hit_rate, c.vllm_memory.block_size_tokens)
     return LoadModel(replace(base, notes=tuple(notes)), _step_fn(setup, decode_factor, prefill_factor),
                      Scheduler(slots, budget, cached), source, input_len, output_len, setup, decode_factor,
-                     prefill_factor)
+                     prefill_factor, first_token_s(setup))
 
 
 def prepare_llama_cpp_load(

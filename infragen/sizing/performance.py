@@ -193,6 +193,11 @@ def engine_constants(engine: str) -> EngineConstants:
     return engines[engine]
 
 
+def first_token_s(s: GpuSetup) -> float:
+    """Seconds of a request's TTFT outside the engine steps (performance.yaml first_token_overhead_ms)."""
+    return engine_constants(s.engine).first_token_overhead_ms * 1e-3
+
+
 def expert_read_fraction(num_experts: int, experts_per_token: int, tokens: float) -> float:
     """Expected share of routed experts a step touches: 1 - (1 - k/E)^tokens (uniform routing)."""
     if num_experts == 0 or tokens <= 0:
@@ -304,9 +309,10 @@ def steady_state(s: GpuSetup, input_len: int, output_len: int, concurrency: int,
     prefill_per_step = concurrency * new / out
     tpot = token_step_s(s, concurrency, mean_ctx, prefill_per_step, prefill_ctx)
     alone = token_step_s(s, 0.0, 0.0, float(new), prefill_ctx)
-    # A new prompt is prefilled in the next step(s): its own prefill plus, on average, half a busy step.
-    ttft = alone + (0.5 * tpot if concurrency > 1 else 0.0)
     e = engine_constants(s.engine)
+    # A new prompt is prefilled in the next step(s): its own prefill plus, on average, half a busy step, plus the
+    # serving path outside the engine steps (HTTP, tokenisation, streaming the first chunk).
+    ttft = alone + (0.5 * tpot if concurrency > 1 else 0.0) + first_token_s(s)
     dense = (s.dense_flops_per_token * (concurrency + prefill_per_step)) / (s.tp * s.pp)
     compute_bound = dense / (s.peak_flops * e.prefill_compute_fraction) > s.weight_bytes_dense_gpu / (
         s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction
