@@ -41,6 +41,27 @@ class VllmMemoryConstants(_Frozen):
     """Where these figures come from."""
 
 
+class MoeKernel(_Frozen):
+    """One MoE layer of a step as the engine's fused-MoE kernel runs it, fitted on a timing of that kernel:
+    layer_fixed_us + max(touched routed-expert bytes / (bandwidth x read_fraction), padded expert FLOPs / (tensor
+    peak x compute fraction)). Touched experts follow uniform routing; padding is each touched expert's tokens
+    rounded up to moe.tile_tokens."""
+
+    read_fraction: float = Field(gt=0, le=1)
+    """Fraction of the datasheet HBM bandwidth at which the kernel reads the touched experts' weights."""
+    layer_fixed_us: float = Field(ge=0)
+    """Time per MoE layer per step that does not scale with bytes or FLOPs (launches, pipeline fill, the
+    activation, quantization and top-k sum kernels), microseconds."""
+    compute_fraction: float = Field(gt=0, le=1)
+    """Fraction of the 16-bit (or int8) tensor peak the expert GEMMs reach on their padded FLOPs."""
+    fp8_compute_fraction: float = Field(gt=0, le=1)
+    """Same for fp8 W8A8 (block-scaled) expert GEMMs, of the fp8 tensor peak."""
+    measured: str
+    """The timing these were fitted on (file, kernel, GPU)."""
+    fitted_on: str
+    """How they were fitted and how well they reproduce the timing."""
+
+
 class EngineConstants(_Frozen):
     """Efficiency of one GPU engine relative to the hardware peaks (fitted, see `fitted_on`)."""
 
@@ -50,8 +71,11 @@ class EngineConstants(_Frozen):
     """Sustained fraction of peak HBM bandwidth when streaming weights (GEMV/GEMM reads)."""
     kv_bandwidth_fraction: float = Field(gt=0, le=1)
     """Sustained fraction of peak HBM bandwidth when attention kernels read the paged KV cache."""
-    moe_bandwidth_fraction: float = Field(gt=0, le=1)
-    """Sustained fraction of peak HBM bandwidth when the fused-MoE kernel reads routed experts."""
+    moe_bandwidth_fraction: float | None = Field(default=None, gt=0, le=1)
+    """Sustained fraction of peak HBM bandwidth when the fused-MoE kernel reads routed experts (engines whose
+    MoE kernel is not measured; an engine gives this or `moe_kernel`)."""
+    moe_kernel: MoeKernel | None = None
+    """Measured behaviour of the engine's fused-MoE kernel (replaces moe_bandwidth_fraction)."""
     step_overhead_ms: float = Field(ge=0)
     """Fixed host-side cost of one scheduler step (scheduling, sampling, launch), ms."""
     per_seq_overhead_ms: float = Field(ge=0)
@@ -70,6 +94,12 @@ class EngineConstants(_Frozen):
     def _first_token_sourced(self) -> EngineConstants:
         if self.first_token_overhead_ms and not self.first_token_source.strip():
             raise ValueError("first_token_overhead_ms needs first_token_source (where it was measured)")
+        return self
+
+    @model_validator(mode="after")
+    def _one_moe_model(self) -> EngineConstants:
+        if (self.moe_bandwidth_fraction is None) == (self.moe_kernel is None):
+            raise ValueError("give exactly one of moe_bandwidth_fraction and moe_kernel")
         return self
 
 

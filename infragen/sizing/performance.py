@@ -14,7 +14,7 @@ from functools import lru_cache
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.records import Accelerator
 from infragen.errors import MissingFigureError
-from infragen.sizing.constants import EngineConstants, load_constants
+from infragen.sizing.constants import EngineConstants, MoeKernel, load_constants
 from infragen.sizing.memory import head_dim, param_groups, weight_bytes_per_gpu
 from infragen.units import GIGA, TERA
 
@@ -57,6 +57,12 @@ class GpuSetup:
     """FLOPs of one token through one routed expert, summed over MoE layers, whole model (2 x its weights)."""
     moe_tile_tokens: tuple[tuple[int, int], ...] = ()
     """Fused-MoE kernel's M tile by batch size: (largest batch tokens, tile rows); the last row has no limit."""
+    moe_layers_stage: float = 0.0
+    """MoE layers on one pipeline stage."""
+    shared_experts: int = 0
+    """Always-active shared experts per MoE layer (counted in expert_bytes_gpu)."""
+    fp8_tensor_math: bool = False
+    """The GEMMs run on fp8 tensor cores (fp8 W8A8); False for 16-bit, int8 and weight-only fp8 (Marlin)."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,7 @@ def gpu_setup(
         expert_gpu = expert_pair_flops = 0.0
     if acc.memory_bandwidth_gb_per_s is None:
         raise MissingFigureError(f"{acc.id}: no memory bandwidth in the GPU data; cannot estimate decode speed")
-    peak, _ = compute_peak_tflops(acc, precision)
+    peak, peak_kind = compute_peak_tflops(acc, precision)
     ic = c.interconnect
     # A ring all-reduce moves 2 (n-1)/n of the message per GPU at the link's achieved bus bandwidth, plus the
     # small-message time measured for that link and GPU count (performance.yaml: interconnect).
@@ -165,6 +171,9 @@ def gpu_setup(
         experts_per_token=model.num_experts_per_token,
         expert_flops_per_pair=expert_pair_flops,
         moe_tile_tokens=tuple((t.max_batch_tokens or 0, t.tile_tokens) for t in c.moe.tile_tokens),
+        moe_layers_stage=layers_per_stage * g.moe_layers / g.num_layers if g.moe_layers else 0.0,
+        shared_experts=model.num_shared_experts if g.moe_layers else 0,
+        fp8_tensor_math=peak_kind == "fp8",
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
         peak_flops=peak * acc.compute_power_scale * TERA,
         bandwidth_bytes_per_s=acc.memory_bandwidth_gb_per_s * GIGA,
@@ -216,6 +225,15 @@ def padded_expert_pairs(s: GpuSetup, tokens: float) -> float:
     return touched * math.ceil(per_expert / tile - 1e-9) * tile
 
 
+def moe_kernel_s(k: MoeKernel, layers: float, touched_bytes: float, padded_flops: float, bandwidth: float,
+                 peak_flops: float, fp8: bool) -> float:
+    """Time of `layers` fused-MoE layers on one GPU: a fixed time per layer plus, per layer, the larger of reading
+    the touched experts and computing their padded tiles (performance.yaml engines.<engine>.moe_kernel)."""
+    fraction = k.fp8_compute_fraction if fp8 else k.compute_fraction
+    return layers * k.layer_fixed_us * 1e-6 + max(touched_bytes / (bandwidth * k.read_fraction),
+                                                   padded_flops / (peak_flops * fraction))
+
+
 def stage_step_s(
     s: GpuSetup,
     decode_seqs: float,
@@ -237,18 +255,22 @@ def stage_step_s(
     # Routed experts see tokens x k / E rows each; the fused-MoE kernel computes whole M tiles, so at a few tokens
     # per expert most of a tile is padding (compute, not bytes: a step that was weight-read bound can become
     # compute bound on GPUs with less tensor throughput per byte).
-    padding = s.expert_flops_per_pair * (padded_expert_pairs(s, tokens) - tokens * s.experts_per_token)
-    gemm_compute = (s.dense_flops_per_token * tokens + padding) / gpus / flops_per_s
+    if e.moe_kernel is not None and s.num_experts:
+        gemm = _dense_gemms_and_measured_moe_s(s, e, e.moe_kernel, tokens)
+    else:
+        padding = s.expert_flops_per_pair * (padded_expert_pairs(s, tokens) - tokens * s.experts_per_token)
+        gemm_compute = (s.dense_flops_per_token * tokens + padding) / gpus / flops_per_s
+        gemm_memory = s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+        if s.num_experts:
+            experts_read = s.expert_bytes_gpu * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
+            assert e.moe_bandwidth_fraction is not None  # EngineConstants gives it when there is no moe_kernel
+            gemm_memory += experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
+        gemm = max(gemm_compute, gemm_memory)
     attn_compute = s.attn_flops_per_token_ctx * (
         decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens) / gpus / flops_per_s
     # Decode reads every cached token; prefill writes its own tokens' KV once (flash attention keeps the
     # prompt's K/V tiles on chip, so the quadratic part is compute, not HBM traffic).
     kv_read = s.kv_bytes_per_token_gpu * (decode_seqs * decode_ctx_tokens + prefill_tokens)
-    experts_read = s.expert_bytes_gpu * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
-    gemm_memory = (
-        s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
-        + experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
-    )
     attn_memory = kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
     t_comm = 0.0
     layers_per_stage = math.ceil(s.num_layers / s.pp)
@@ -258,7 +280,24 @@ def stage_step_s(
         t_comm = 2 * layers_per_stage * (ring + s.allreduce_latency_s)
     t_host = e.step_overhead_ms * 1e-3 / s.pp + e.per_seq_overhead_ms * 1e-3 * decode_seqs / s.pp
     t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage
-    return max(gemm_compute, gemm_memory) + max(attn_compute, attn_memory) + t_comm + t_host + t_launch
+    return gemm + max(attn_compute, attn_memory) + t_comm + t_host + t_launch
+
+
+def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKernel, tokens: float) -> float:
+    """The non-expert GEMMs (and shared experts, always read) on their roofline, then the routed experts as the
+    measured fused-MoE kernel runs them: separate kernels, so the times add."""
+    gpus = s.tp * s.pp
+    routed_share = s.num_experts / (s.num_experts + s.shared_experts)
+    routed_bytes = s.expert_bytes_gpu * routed_share
+    routed_flops = s.expert_flops_per_pair * tokens * s.experts_per_token
+    dense_compute = (s.dense_flops_per_token * tokens - routed_flops) / gpus / (
+        s.peak_flops * e.prefill_compute_fraction)
+    dense_memory = (s.weight_bytes_dense_gpu + s.expert_bytes_gpu - routed_bytes) / (
+        s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+    touched = routed_bytes * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
+    padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) / gpus
+    return max(dense_compute, dense_memory) + moe_kernel_s(
+        k, s.moe_layers_stage, touched, padded, s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math)
 
 
 def token_step_s(

@@ -1,0 +1,109 @@
+"""The `vllm` profile prices routed experts with a timing of vLLM 0.34.0's fused-MoE kernel on an H200
+(benchmarks/data/moe_kernel_h200, engines.vllm.moe_kernel): a fixed time per MoE layer plus the larger of reading
+the touched experts and computing their padded tiles, added after the other GEMMs."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from benchmarks.moe_kernel_fit import kernel_rows, log_errors
+from infragen.catalog import load_catalog
+from infragen.catalog.models import load_model_registry
+from infragen.sizing.constants import EngineConstants, load_constants
+from infragen.sizing.performance import (
+    engine_constants,
+    expert_read_fraction,
+    gpu_figures,
+    gpu_setup,
+    moe_kernel_s,
+    padded_expert_pairs,
+    stage_step_s,
+)
+from tests.sizing.conftest import MIXTRAL
+
+
+def _kernel():  # type: ignore[no-untyped-def]
+    k = engine_constants("vllm").moe_kernel
+    assert k is not None
+    return k
+
+
+def test_the_constants_reproduce_the_kernel_timing() -> None:
+    rows = kernel_rows()
+    assert len(rows) == 156
+    errors = sorted(abs(math.expm1(e)) for e in log_errors(_kernel(), rows))
+    assert statistics.median(errors) < 0.08
+    assert errors[int(0.9 * len(errors))] < 0.2
+    assert errors[-1] < 0.45
+
+
+def test_the_timing_is_latency_bound_at_one_token_per_expert() -> None:
+    """DeepSeek-R1 tp8 fp8 reads its 8 touched experts at a fifth of the bandwidth: the fixed time dominates."""
+    one = next(r for r in kernel_rows() if r.case == "dsr1-tp8-fp8" and r.tokens == 1)
+    k = _kernel()
+    bandwidth = load_catalog().accelerator("h200-141gb").memory_bandwidth_gb_per_s * 1e9
+    assert one.touched_bytes / one.measured_s < 0.25 * bandwidth
+    assert k.layer_fixed_us * 1e-6 > one.touched_bytes / (bandwidth * k.read_fraction)
+
+
+def test_only_the_measured_engine_uses_the_kernel_and_each_engine_has_one_moe_model() -> None:
+    engines = load_constants().engines
+    assert engines["vllm"].moe_kernel is not None and engines["vllm"].moe_bandwidth_fraction is None
+    for name in ("vllm-0.5", "tensorrt-llm"):  # fitted with the roofline's moe_bandwidth_fraction
+        assert engines[name].moe_kernel is None and engines[name].moe_bandwidth_fraction is not None
+    doc = engines["vllm"].model_dump()
+    doc["moe_bandwidth_fraction"] = 0.5
+    with pytest.raises(ValueError, match="exactly one"):
+        EngineConstants.model_validate(doc)
+
+
+@pytest.mark.parametrize(("model", "precision", "gpu", "tp"), [
+    ("deepseek-r1", "fp8", "h200-141gb", 8), ("qwen3-235b-a22b", "bf16", "H100", 8), ("mixtral", "bf16", "H100", 2)])
+def test_a_moe_step_is_the_dense_gemms_plus_the_kernel(model: str, precision: str, gpu: str, tp: int) -> None:
+    arch = MIXTRAL if model == "mixtral" else load_model_registry()[model]
+    s = gpu_setup(arch, gpu_figures(load_catalog().accelerator(gpu)), precision, 65536.0, "vllm", tp, 1, 1)
+    e, k = engine_constants("vllm"), _kernel()
+    for tokens in (1.0, 8.0, 300.0, 4096.0):
+        routed = s.expert_bytes_gpu * s.num_experts / (s.num_experts + s.shared_experts)
+        dense_compute = (s.dense_flops_per_token - s.expert_flops_per_pair * s.experts_per_token) * tokens / tp / (
+            s.peak_flops * e.prefill_compute_fraction)
+        dense_memory = (s.weight_bytes_dense_gpu + s.expert_bytes_gpu - routed) / (
+            s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+        moe = moe_kernel_s(k, s.moe_layers_stage, routed * expert_read_fraction(s.num_experts, s.experts_per_token,
+                                                                                tokens),
+                           s.expert_flops_per_pair * padded_expert_pairs(s, tokens) / tp, s.bandwidth_bytes_per_s,
+                           s.peak_flops, s.fp8_tensor_math)
+        # no context and no prompt: no attention; what is left is the all-reduces and the host costs
+        ring = 2.0 * (tp - 1) / tp * tokens * s.hidden_size * s.activation_bytes / s.link_bytes_per_s
+        rest = 2 * s.num_layers * (ring + s.allreduce_latency_s) + e.step_overhead_ms * 1e-3 + \
+            e.per_seq_overhead_ms * 1e-3 * tokens + e.per_layer_overhead_us * 1e-6 * s.num_layers
+        assert stage_step_s(s, tokens, 0.0, 0.0, 0.0) == pytest.approx(max(dense_compute, dense_memory) + moe + rest)
+        assert moe >= s.moe_layers_stage * k.layer_fixed_us * 1e-6
+    assert s.fp8_tensor_math == (precision == "fp8")
+    assert s.moe_layers_stage == (58 if model == "deepseek-r1" else arch.num_layers)
+
+
+def test_moe_time_grows_with_the_batch_and_fp8_halves_the_bytes() -> None:
+    arch = load_model_registry()["qwen3-235b-a22b"]
+    acc = gpu_figures(load_catalog().accelerator("H100"))
+    bf16 = gpu_setup(arch, acc, "bf16", 65536.0, "vllm", 8, 1, 1)
+    fp8 = gpu_setup(arch, acc, "fp8", 65536.0, "vllm", 8, 1, 1)
+    steps = [stage_step_s(bf16, t, 0.0, 0.0, 0.0) for t in (1.0, 4.0, 16.0, 64.0, 512.0, 4096.0)]
+    assert steps == sorted(steps)
+    assert fp8.expert_bytes_gpu == pytest.approx(bf16.expert_bytes_gpu / 2)
+    assert stage_step_s(fp8, 64.0, 0.0, 0.0, 0.0) < stage_step_s(bf16, 64.0, 0.0, 0.0, 0.0)
+
+
+def test_dense_models_do_not_touch_the_moe_terms() -> None:
+    from tests.sizing.conftest import LLAMA3_8B
+
+    s = gpu_setup(LLAMA3_8B, gpu_figures(load_catalog().accelerator("H100")), "bf16", 131072.0, "vllm", 1, 1, 1)
+    assert s.num_experts == 0 and s.moe_layers_stage == 0.0
+    e = engine_constants("vllm")
+    gemm = max(s.dense_flops_per_token * 8 / (s.peak_flops * e.prefill_compute_fraction),
+               s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction))
+    host = e.step_overhead_ms * 1e-3 + e.per_seq_overhead_ms * 1e-3 * 8 + e.per_layer_overhead_us * 1e-6 * 32
+    assert stage_step_s(s, 8.0, 0.0, 0.0, 0.0) == pytest.approx(gemm + host)
