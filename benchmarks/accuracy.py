@@ -47,7 +47,14 @@ from infragen.sizing.types import Estimate, Hardware
 from infragen.units import GIB
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from accuracy_checks import TARGETS, moe_class, regime_split_report, tp_ratio_report, update_doc  # noqa: F401
+from accuracy_checks import (  # noqa: F401
+    TARGETS,
+    moe_class,
+    moe_kernel_report,
+    regime_split_report,
+    tp_ratio_report,
+    update_doc,
+)
 from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<name>)
     _ARCH,
     _CURRENT_VLLM_METRICS,
@@ -545,6 +552,8 @@ def report_all(rows: bool) -> None:
     for line in tp_ratio_report(outcomes):
         print(line)
     for line in regime_split_report(outcomes):
+        print(line)
+    for line in moe_kernel_report():
         print(line)
     for line in current_vllm_report(outcomes):
         print(line)

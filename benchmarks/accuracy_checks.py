@@ -167,3 +167,32 @@ def update_doc(path: Path, report: str) -> None:
 
     fenced = re.compile(r"^```([^\n]*)\n(.*?)\n```$", flags=re.S | re.M)
     path.write_text(fenced.sub(swap, text), encoding="utf-8")
+
+
+def moe_kernel_report() -> list[str]:
+    """How well engines.vllm.moe_kernel reproduces the H200 timing it was fitted on, per expert shape (a fit
+    check, not an independent one: benchmarks/moe_kernel_fit.py fits on the same rows)."""
+    import math
+
+    from moe_kernel_fit import kernel_rows, log_errors
+
+    from infragen.sizing.performance import engine_constants
+
+    k = engine_constants("vllm").moe_kernel
+    if k is None:
+        return []
+    rows = kernel_rows()
+    errs = log_errors(k, rows)
+    by: dict[str, list[float]] = defaultdict(list)
+    for row, e in zip(rows, errs, strict=True):
+        by[row.case].append(math.expm1(e))
+    absolute = sorted(abs(math.expm1(e)) for e in errs)
+    lines = ["", "fused-MoE kernel timing (vLLM 0.34.0 on one H200, benchmarks/data/moe_kernel_h200; "
+             "engines.vllm.moe_kernel is fitted on it):",
+             f"  all shapes           n={len(rows):>3}  median|err| {statistics.median(absolute):5.1%}  "
+             f"worst {max(absolute):5.1%}"]
+    for case, shape_errs in sorted(by.items()):
+        worst = max(shape_errs, key=abs)
+        lines.append(f"  {case:<20} n={len(shape_errs):>3}  median|err| "
+                     f"{statistics.median(abs(x) for x in shape_errs):5.1%}  worst {worst:+6.1%}")
+    return lines
