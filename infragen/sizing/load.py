@@ -127,19 +127,46 @@ def _steady(step: StepFn, rate: float, n: float, input_len: int, output_len: int
     return _Steady(n, tpot, tau_d, tau_c, chunks, busy, s_pf, wait_pf, wait_pf + s_pf + decode_s)
 
 
-def _little(step: StepFn, rate: float, input_len: int, output_len: int, sched: Scheduler) -> _Steady | None:
-    """Smallest n with n = rate x time_in_batch(n) below the slots, or None when none (over capacity)."""
-    budget = sched.max_num_batched_tokens
+def _gap_fn(step: StepFn, rate: float, input_len: int, output_len: int, budget: int,
+            cached: int) -> Callable[[float], float]:
+    """n -> rate x time_in_batch(n) - n, or inf when prompt steps take all the time: _steady's arithmetic in the
+    same order (the same floats, tests/sizing/test_load_fast.py) without building its state, as the solves ask
+    for the gap alone, thousands of times per plan."""
+    ctx = input_len + output_len / 2.0
+    new = input_len - cached
+    pctx = cached + new / 2.0
+    decode_steps = output_len - 1
+    ceil, inf = math.ceil, math.inf
 
     def gap(n: float) -> float:
-        st = _steady(step, rate, n, input_len, output_len, budget, sched.cached_prompt_tokens)
-        return math.inf if st.prefill_busy >= 1.0 else rate * st.time_in_batch - n
+        room = budget - n
+        if room < 1.0:  # max(budget - n, 1.0)
+            room = 1.0
+        chunks = ceil(new / room)
+        tau_d = step(n, ctx, 0.0, 0.0)
+        tau_c = step(n, ctx, new / chunks, pctx)
+        busy = rate * chunks * tau_c
+        if busy >= 1.0:
+            return inf
+        s_pf = chunks * tau_c
+        idle2 = 2.0 * (1.0 - busy)
+        extra = chunks * (tau_c - tau_d)
+        slack = 1.0 - rate * extra
+        if slack < 1e-9:  # max(1.0 - rate * extra, 1e-9)
+            slack = 1e-9
+        decode_s = (decode_steps * tau_d + (busy + busy * busy / idle2) * extra) / slack
+        return rate * (busy * s_pf / idle2 + s_pf + decode_s) - n
 
-    hi = float(sched.slots)
+    return gap
+
+
+def _upper(gap: Callable[[float], float], slots: int) -> tuple[float, float] | None:
+    """(n, gap(n)) with gap(n) <= 0 to start the root search from: full slots, or, when those are not stable (prompt
+    steps saturate as the budget left for prompts shrinks) while a smaller batch may be, halved up to 8 times;
+    None when none is (the rate is over capacity)."""
+    hi = float(slots)
     g_hi = gap(hi)
     if g_hi > 0:
-        # Full slots may be unstable (prompt steps saturate as the budget left for prompts shrinks) while a
-        # smaller batch is not: probe below before calling the rate over capacity.
         for _ in range(8):
             hi /= 2.0
             g_hi = gap(hi)
@@ -147,6 +174,17 @@ def _little(step: StepFn, rate: float, input_len: int, output_len: int, sched: S
                 break
         else:
             return None
+    return hi, g_hi
+
+
+def _little(step: StepFn, rate: float, input_len: int, output_len: int, sched: Scheduler) -> _Steady | None:
+    """Smallest n with n = rate x time_in_batch(n) below the slots, or None when none (over capacity)."""
+    budget = sched.max_num_batched_tokens
+    gap = _gap_fn(step, rate, input_len, output_len, budget, sched.cached_prompt_tokens)
+    upper = _upper(gap, sched.slots)
+    if upper is None:
+        return None
+    hi, g_hi = upper
     lo, g_lo = 0.0, gap(0.0)
     # time_in_batch grows about linearly with n: one crossing, found by regula falsi (Illinois) to 0.1 %,
     # a few evaluations where bisection takes a dozen (the planner asks thousands of times).
@@ -178,7 +216,8 @@ def erlang_c(servers: int, offered: float) -> float:
         return 1.0
     b = 1.0
     for k in range(1, servers + 1):
-        b = offered * b / (k + offered * b)
+        ob = offered * b  # the same product twice: once
+        b = ob / (k + ob)
     return servers * b / (servers - offered * (1.0 - b))
 
 
@@ -211,29 +250,77 @@ _RESIDUAL_POINTS = 8
 
 def _ttft_cdf(t: float, s_pf: float, busy: float, tau: float, waits: tuple[tuple[float, float], ...]) -> float:
     """P(TTFT <= t): own prefill steps + the step in progress (when busy) + waits for the token budget and a slot."""
-    x = t - s_pf
-    if x < 0:
-        return 0.0
-    idle = (1.0 - busy) * _wait_cdf(x, waits)
-    residual = sum(_wait_cdf(x - (i + 0.5) / _RESIDUAL_POINTS * tau, waits) for i in range(_RESIDUAL_POINTS))
-    return idle + busy * residual / _RESIDUAL_POINTS
+    return _ttft_cdf_fn(s_pf, busy, tau, waits)(t)
 
 
-def _quantile(q: float, s_pf: float, busy: float, tau: float, waits: tuple[tuple[float, float], ...]) -> float:
+def _ttft_cdf_fn(s_pf: float, busy: float, tau: float,
+                 waits: tuple[tuple[float, float], ...]) -> Callable[[float], float]:
+    """t -> P(TTFT <= t) = (1 - busy) W(x) + busy x mean of W(x - residual), x = t - s_pf, W = _wait_cdf: with the
+    constants worked out once, as a percentile asks about a dozen times. When both waits have a positive mean
+    (the planner's case) W is written out below with _wait_cdf's expressions in its order, so each value is the
+    same float (tests/sizing/test_load_fast.py)."""
+    (a1, t1), (a2, t2) = waits
+    offsets = [(i + 0.5) / _RESIDUAL_POINTS * tau for i in range(_RESIDUAL_POINTS)]
+    idle = 1.0 - busy
+    if not (t1 > 0 and t2 > 0):
+        def general(t: float) -> float:
+            x = t - s_pf
+            if x < 0:
+                return 0.0
+            residual = sum([_wait_cdf(x - off, waits) for off in offsets])
+            return idle * _wait_cdf(x, waits) + busy * residual / _RESIDUAL_POINTS
+
+        return general
+    exp = math.exp
+    c0, c1, c2, c3 = (1 - a1) * (1 - a2), a1 * (1 - a2), (1 - a1) * a2, a1 * a2
+    same = abs(t1 - t2) <= 1e-9 * max(t1, t2, 1e-12)
+    d = t1 - t2
+
+    def cdf(t: float) -> float:
+        x = t - s_pf
+        if x < 0:
+            return 0.0
+        w = []
+        for y in (x, *[x - off for off in offsets]):
+            if y < 0:
+                w.append(0.0)
+                continue
+            e1, e2 = exp(-y / t1), exp(-y / t2)
+            both = 1.0 - e1 * (1.0 + y / t1) if same else 1.0 - (t1 * e1 - t2 * e2) / d
+            w.append(c0 + c1 * (1.0 - e1) + c2 * (1.0 - e2) + c3 * both)
+        return idle * w[0] + busy * sum(w[1:]) / _RESIDUAL_POINTS
+
+    return cdf
+
+
+def _quantile(q: float, s_pf: float, tau: float, cdf: Callable[[float], float]) -> float:
     lo, hi = s_pf, s_pf + tau + 1e-9
     for _ in range(200):  # doubling: bounded, as the planner must never hang on an extreme input
-        if _ttft_cdf(hi, s_pf, busy, tau, waits) >= q:
+        if cdf(hi) >= q:
             break
         hi = s_pf + 2.0 * (hi - s_pf)
     for _ in range(50):
         mid = (lo + hi) / 2.0
-        if _ttft_cdf(mid, s_pf, busy, tau, waits) < q:
+        if cdf(mid) < q:
             lo = mid
         else:
             hi = mid
         if hi - lo <= 1e-3 * hi:
             break
     return hi
+
+
+def _remembered(f: Callable[[float], float]) -> Callable[[float], float]:
+    """f with its answers kept: the percentiles of one point start their searches at the same times."""
+    seen: dict[float, float] = {}
+
+    def g(t: float) -> float:
+        v = seen.get(t)
+        if v is None:
+            v = seen[t] = f(t)
+        return v
+
+    return g
 
 
 def _unstable(rate: float, sched: Scheduler) -> LoadPoint:
@@ -271,8 +358,13 @@ def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: i
     busy = (1.0 - math.exp(-st.n)) * (1.0 - rho_p)
     own = st.s_pf + first_token_s  # the fixed part of TTFT: the CDF below starts there
     mean = own + busy * st.tau_decode / 2.0 + rho_p * theta_p + p_wait * theta_s
-    p50, p90, p99 = (_quantile(q, own, busy, st.tau_decode, waits) if q in quantiles else math.nan
-                     for q in (0.5, 0.9, 0.99))
+    solved: dict[float, float] = {}
+    if quantiles:
+        cdf = _ttft_cdf_fn(own, busy, st.tau_decode, waits)
+        if len(quantiles) > 1:
+            cdf = _remembered(cdf)
+        solved = {q: _quantile(q, own, st.tau_decode, cdf) for q in (0.5, 0.9, 0.99) if q in quantiles}
+    p50, p90, p99 = (solved.get(q, math.nan) for q in (0.5, 0.9, 0.99))
     decode = (output_len - 1) * st.tpot
     return LoadPoint(
         rate_per_s=rate_per_s, stable=True, running_batch=st.n, slot_utilisation=st.n / c,
@@ -285,17 +377,15 @@ def serve_at_rate(step: StepFn, rate_per_s: float, input_len: int, output_len: i
 
 def capacity_per_s(step: StepFn, input_len: int, output_len: int, sched: Scheduler) -> float:
     """The arrival rate at which the replica saturates (slots full or prompt steps taking all the time), req/s."""
-    slots, budget = float(sched.slots), sched.max_num_batched_tokens
+    slots, budget, cached = float(sched.slots), sched.max_num_batched_tokens, sched.cached_prompt_tokens
 
     def stable(rate: float) -> bool:
         # n = rate x time_in_batch(n) has a root below the slots iff the gap at full slots is <= 0 (the gap is
-        # positive at n = 0 and about linear), so one evaluation at full slots decides.
-        st = _steady(step, rate, slots, input_len, output_len, budget, sched.cached_prompt_tokens)
-        if st.prefill_busy < 1.0 and rate * st.time_in_batch <= slots:
-            return True
-        return _little(step, rate, input_len, output_len, sched) is not None
+        # positive at n = 0 and about linear), so one evaluation at full slots decides; else a smaller batch may
+        # be stable (_little's start), and where one is the rate is served: no need to solve for the batch.
+        return _upper(_gap_fn(step, rate, input_len, output_len, budget, cached), sched.slots) is not None
 
-    full = _steady(step, 0.0, slots, input_len, output_len, budget, sched.cached_prompt_tokens)
+    full = _steady(step, 0.0, slots, input_len, output_len, budget, cached)
     hi = slots / full.time_in_batch * 1.5
     lo = 0.0
     for _ in range(60):

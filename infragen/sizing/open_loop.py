@@ -80,10 +80,10 @@ def slo_met(slo: Slo, point: LoadPoint, output_len: int) -> bool:
     return slo[2] is None or point.ttft_cdf(slo[2] / 1e3 - (output_len - 1) * point.tpot_s) >= 0.99
 
 
-@lru_cache(maxsize=16384)
 def point_at(load: LoadModel, rate_per_s: float) -> LoadPoint:
-    """load.at(rate) without TTFT quantiles (the SLO checks read the CDF), cached: the replica count and the batch
-    slots ask again at rates the SLO bisection already evaluated, and equal load models recur across a search."""
+    """load.at(rate) without TTFT quantiles (the SLO checks read the CDF), remembered (load_estimate._served): the
+    replica count and the batch slots ask again at rates the SLO bisection already evaluated, and load models with
+    the same step function, scheduler and request shape recur across a search."""
     return load.at(rate_per_s, quantiles=())
 
 

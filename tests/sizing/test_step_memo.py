@@ -61,3 +61,25 @@ def test_a_constants_override_gets_fresh_step_functions(setup, monkeypatch) -> N
     assert load_estimate._step_fn(setup, 1.0, 1.0) is not before
     monkeypatch.setattr(constants, "OVERRIDE", [])
     assert load_estimate._step_fn(setup, 1.0, 1.0) is before
+
+
+def test_served_points_are_remembered_on_everything_they_read(setup) -> None:
+    """LoadModel.at remembers its load points (load models that share a step function, scheduler and request shape
+    ask the same rates): the point is serve_at_rate's, and every input it reads is part of the key."""
+    step = load_estimate._step_fn(setup, 1.0, 1.0)
+    sched = Scheduler(64, 2048)
+    cap = capacity_per_s(step, 1024, 256, sched)
+    base = (step, 0.5 * cap, 1024, 256, sched, (0.5, 0.99))
+    first = load_estimate._served(*base)
+    assert load_estimate._served(*base) is first
+    assert first == serve_at_rate(step, 0.5 * cap, 1024, 256, sched, quantiles=(0.5, 0.99))
+    changed = [(load_estimate._step_fn(setup, 1.0, 1.0, 1.25), *base[1:]), (step, 0.6 * cap, *base[2:]),
+               (step, 0.5 * cap, 1000, *base[3:]), (step, 0.5 * cap, 1024, 200, *base[4:]),
+               (step, 0.5 * cap, 1024, 256, Scheduler(48, 2048), (0.5, 0.99)),
+               (step, 0.5 * cap, 1024, 256, Scheduler(64, 1024), (0.5, 0.99)),
+               (step, 0.5 * cap, 1024, 256, Scheduler(64, 2048, 512), (0.5, 0.99)), (*base[:5], (0.99,)),
+               (*base, 0.0102)]
+    for args in changed:
+        step_, rate, inp, out, sched_, qs, *first_token = args
+        want = serve_at_rate(step_, rate, inp, out, sched_, quantiles=qs, first_token_s=sum(first_token))
+        assert load_estimate._served(*args) == want != first
