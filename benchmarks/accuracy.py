@@ -49,6 +49,7 @@ from infragen.units import GIB
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy_checks import (  # noqa: F401
     TARGETS,
+    dense_gemm_report,
     moe_class,
     moe_kernel_report,
     regime_split_report,
@@ -550,6 +551,8 @@ def report_all(rows: bool) -> None:
     for regime, (factor, n) in sorted(confidence_factors(outcomes).items()):
         print(f"  {regime:<46} x{factor:.3f}  ({n} rows)")
     for line in tp_ratio_report(outcomes):
+        print(line)
+    for line in dense_gemm_report():
         print(line)
     for line in regime_split_report(outcomes):
         print(line)

@@ -3,6 +3,7 @@ regime and tp with the issue's targets, and `--doc` (rewrites a markdown file's 
 
 from __future__ import annotations
 
+import csv
 import re
 import statistics
 from collections import defaultdict
@@ -11,6 +12,7 @@ from pathlib import Path
 from calibration_rows import (  # benchmarks/ is not a package: accuracy.py puts its folder on sys.path
     _CURRENT_VLLM_METRICS,
     CURRENT_VLLM_REGIME,
+    DATA,
     SHAREGPT_INPUT_TOKENS,
     SHAREGPT_OUTPUT_MEAN_TOKENS,
     SHAREGPT_REQUESTS,
@@ -25,6 +27,7 @@ from calibration_rows import (  # benchmarks/ is not a package: accuracy.py puts
 )
 
 from infragen.catalog.records import Accelerator
+from infragen.sizing.constants import load_constants
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import hardware_from_gpu
 from infragen.sizing.memory import vllm_memory
@@ -107,6 +110,49 @@ def est_fits(name: str, acc: Accelerator, row: dict[str, str], tp: int) -> bool:
     est = estimate(arch(name), hardware_from_gpu(acc, tp), precision=precision_of(row["precision"], acc.id), tp=tp,
                    input_len=SHAREGPT_INPUT_TOKENS, output_len=SHAREGPT_OUTPUT_MEAN_TOKENS, concurrency=None)
     return est.fits and est.concurrency >= SHAREGPT_REQUESTS
+
+
+#: cuBLAS GEMMs of one decoder layer timed on one H200 (benchmarks/data/moe_kernel_h200/README.md).
+DENSE_GEMMS = DATA / "moe_kernel_h200" / "dense_gemm_h200.csv"
+
+
+def dense_gemm_report(engine: str = "vllm") -> list[str]:
+    """The step model's linear-layer time per decoder layer against cuBLAS measured on one H200 (qkv, o, gate_up,
+    down of Llama-3.1 8B / 70B per GPU at tp 1-8, M = 1-256 tokens, bf16 and fp8, replayed in a CUDA graph):
+    max(2 x params x M / (peak x f_compute), bytes / (bandwidth x f_weights)), `engine`'s fractions and the
+    catalog's H200 figures. Per-layer host/launch overheads are left out (a graph replay has none). Measured, never
+    fitted: it shows what thin per-GPU GEMMs cost at high tp that a roofline divided by tp does not."""
+    if not DENSE_GEMMS.exists():
+        return []
+    e = load_constants().engines[engine]
+    acc = _accelerator("h200", "")
+    bw = (acc.memory_bandwidth_gb_per_s or 0.0) * 1e9 * e.decode_bandwidth_fraction
+    with open(DENSE_GEMMS, encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if not r["error"] and r["layer_us"]]
+    by: dict[tuple[str, str, int], dict[int, tuple[float, float]]] = defaultdict(dict)
+    errs: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        fp8 = r["dtype"] == "fp8"
+        peak = ((acc.fp8_tflops if fp8 else acc.bf16_tflops) or 0.0) * 1e12 * e.prefill_compute_fraction
+        weights = float(r["bytes_touched"])
+        flops = 2.0 * weights / (1.0 if fp8 else 2.0) * int(r["M"])
+        model_us = max(flops / peak, weights / bw) * 1e6
+        measured = float(r["layer_us"])
+        by[(r["model"], r["dtype"], int(r["M"]))][int(r["tp"])] = (measured, model_us)
+        errs[int(r["tp"])].append(model_us / measured - 1.0)
+    lines = ["", f"dense GEMMs of one layer on one H200 (cuBLAS, CUDA graph; {DENSE_GEMMS.parent.name}/"
+                 f"{DENSE_GEMMS.name}) against the `{engine}` step model's linear-layer roofline, us:"]
+    for (model, dtype, m), by_tp in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        if m not in (1, 256) or 1 not in by_tp or 8 not in by_tp:
+            continue
+        parts = [f"tp{tp} {mu:6.1f} vs {pu:6.1f} ({pu / mu - 1:+.0%})" for tp, (mu, pu) in sorted(by_tp.items())]
+        (m1, p1), (m8, p8) = by_tp[1], by_tp[8]
+        lines.append(f"  {model:<9} {dtype:<4} M={m:<3} " + ", ".join(parts)
+                     + f"; tp1/tp8 measured {m1 / m8:.2f}, model {p1 / p8:.2f}")
+    for tp, es in sorted(errs.items()):
+        lines.append(f"  tp {tp}: n={len(es):>2} median error {statistics.median(es):+.1%} "
+                     "(model / measured - 1, all M)")
+    return lines
 
 
 #: The issue's targets on rows no fit used (median absolute error), by metric and regime.

@@ -111,3 +111,16 @@ def test_tp_report_replays_the_current_profile_on_the_same_drain(outcomes: list[
     assert checked == 8
     summary = [ln.split()[:2] for ln in tp_ratio_report(outcomes) if "ratios within" in ln]
     assert summary == [["vllm-0.5", "ratios"], ["vllm", "drain"], ["vllm", "estimate"]]
+
+
+def test_dense_gemm_check_reads_the_measured_h200_layers() -> None:
+    """The H200 cuBLAS layer times (moe_kernel_h200/dense_gemm_h200.csv) are printed against the step model's
+    linear-layer roofline for both Llama shapes, both dtypes, M 1 and 256, with a per-tp summary over all 80 rows."""
+    from benchmarks.accuracy_checks import dense_gemm_report
+
+    lines = [ln.strip() for ln in dense_gemm_report()]
+    cases = [ln for ln in lines if ln.startswith("llama-")]
+    assert len(cases) == 8 and all(ln.count(" vs ") == 4 for ln in cases), cases
+    summary = [ln for ln in lines if ln.startswith("tp ")]
+    assert [ln.split(":")[0] for ln in summary] == ["tp 1", "tp 2", "tp 4", "tp 8"]
+    assert all("n=20" in ln for ln in summary), summary
