@@ -31,7 +31,7 @@ def _plan(think_time_s: float | None, users: int = 300):
 
 def test_users_who_think_need_far_fewer_replicas_and_the_figures_follow_the_formula() -> None:
     busy, reading = _plan(0), _plan(30)
-    assert reading.deployment.nodes * 2 <= busy.deployment.nodes  # 5 g6e.xlarge instead of 13
+    assert reading.deployment.nodes * 2 <= busy.deployment.nodes  # 4 g6e.xlarge instead of 10
     assert reading.cost.usd_per_month * 2 <= busy.cost.usd_per_month
     est = reading.estimate
     e2e_s = est.e2e_ms / 1000
