@@ -1,7 +1,8 @@
 """Fit performance.yaml's engines.vllm.moe_kernel on the H200 timing of vLLM 0.34.0's fused-MoE kernel.
 
-The timing (benchmarks/data/moe_kernel_h200/moe_kernel_h200.csv) gives one MoE layer's time at each per-GPU expert
-shape and token count. Each row is predicted the way the step model predicts a layer (performance.moe_kernel_s:
+The timing (benchmarks/data/moe_kernel_h200/moe_kernel_h200.csv, 1 - 1024 tokens, and moe_kernel_h200_rerun.csv, the
+same cases again plus 2048 - 16384 tokens for five of them) gives one MoE layer's time at each per-GPU expert shape
+and token count. Each row is predicted the way the step model predicts a layer (performance.moe_kernel_s:
 uniform routing's touched experts, the model's M tiles, datasheet bandwidth and peaks of the catalog's H200) and
 the four constants are grid-searched for the least mean squared log error. No EX row (extra_calibration.csv) is
 used. `python benchmarks/moe_kernel_fit.py` prints the fit and its residuals; `--check` only the residuals of the
@@ -22,7 +23,8 @@ from infragen.catalog import load_catalog
 from infragen.sizing.constants import MoeKernel, load_constants
 from infragen.sizing.performance import moe_kernel_s
 
-DATA = Path(__file__).resolve().parent / "data" / "moe_kernel_h200" / "moe_kernel_h200.csv"
+_DIR = Path(__file__).resolve().parent / "data" / "moe_kernel_h200"
+DATA = (_DIR / "moe_kernel_h200.csv", _DIR / "moe_kernel_h200_rerun.csv")
 GPU = "h200-141gb"
 
 
@@ -34,6 +36,7 @@ class KernelRow:
     touched_bytes: float
     padded_flops: float
     measured_s: float
+    activation_bytes: float = 0.0
 
 
 def tile(tokens: float) -> int:
@@ -44,10 +47,10 @@ def tile(tokens: float) -> int:
     raise AssertionError("the last tile row has no limit")
 
 
-def kernel_rows(path: Path = DATA) -> list[KernelRow]:
+def kernel_rows(paths: tuple[Path, ...] = DATA) -> list[KernelRow]:
     """The timing's rows, with the bytes and padded FLOPs the model would count for them."""
     out = []
-    for r in csv.DictReader(path.open()):
+    for r in (r for path in paths for r in csv.DictReader(path.open())):
         if r.get("error") or not r.get("layer_us"):
             continue
         m, e, k, n, h = (int(r[x]) for x in ("M", "E", "topk", "N", "K"))
@@ -56,7 +59,7 @@ def kernel_rows(path: Path = DATA) -> list[KernelRow]:
         t = tile(m)
         pairs = touched * math.ceil(m * k / touched / t - 1e-9) * t
         out.append(KernelRow(r["case"], fp8, m, touched * 3 * n * h * (1 if fp8 else 2), 2 * 3 * n * h * pairs,
-                             float(r["layer_us"]) * 1e-6))
+                             float(r["layer_us"]) * 1e-6, m * k * 2 * 2 * (3 * n + h)))
     return out
 
 
@@ -69,7 +72,8 @@ def _h200() -> tuple[float, float, float]:
 
 def predict(k: MoeKernel, row: KernelRow) -> float:
     bandwidth, bf16, fp8 = _h200()
-    return moe_kernel_s(k, 1.0, row.touched_bytes, row.padded_flops, bandwidth, fp8 if row.fp8 else bf16, row.fp8)
+    return moe_kernel_s(k, 1.0, row.touched_bytes, row.padded_flops, bandwidth, fp8 if row.fp8 else bf16, row.fp8,
+                        row.activation_bytes)
 
 
 def log_errors(k: MoeKernel, rows: list[KernelRow]) -> list[float]:

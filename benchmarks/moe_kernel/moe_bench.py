@@ -103,6 +103,24 @@ DENSE = (
 DENSE_M = (1, 8, 32, 128, 256)
 
 
+# DeepSeek-V3/R1 at tp 8: the per-GPU block-fp8 dense linears of one layer, (name, N, K) of the [N, K] weight
+# (config.json: hidden 7168, q_lora_rank 1536, kv_lora_rank 512 + rope 64, 128 heads x (128 nope + 64 rope) for q,
+# v_head_dim 128, 1 shared expert of 2048, first 3 layers dense with 18432; vLLM deepseek_v2.py: fused_qkv_a_proj
+# and the router replicated, q_b / kv_b / gate_up column-parallel, o_proj / down row-parallel).
+DSR1_TP8_LINEARS = (
+    ("fused_qkv_a_proj", 1536 + 512 + 64, 7168),
+    ("q_b_proj", 128 * 192 // 8, 1536),
+    ("kv_b_proj", 128 * 256 // 8, 512),      # prefill only: decode runs the absorbed bf16 bmms below
+    ("o_proj", 7168, 128 * 128 // 8),
+    ("shared_gate_up", 2 * 2048 // 8, 7168),
+    ("shared_down", 7168, 2048 // 8),
+    ("dense_gate_up", 2 * 18432 // 8, 7168),  # layers 0-2 only
+    ("dense_down", 7168, 18432 // 8),
+)
+DSR1_TP8_BF16 = (("router_gate", 256, 7168),)  # bf16 linear (GateLinear), replicated
+BLOCK_DENSE_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
 # ----------------------------------------------------------------------------------------------- configs
 def config_file(E: int, N: int, dtype: str) -> Path:
     """vLLM's get_config_file_name for an H200 (the name keys on w2's shape: E and N = intermediate / tp)."""
@@ -135,6 +153,48 @@ def pick_config(case: Case, M: int) -> tuple[dict, str]:
         table = {int(k): v for k, v in json.loads(path.read_text()).items() if k != "triton_version"}
         return dict(table[min(table, key=lambda x: abs(x - M))]), path.name
     return default_config(M, case.E, case.dtype, case.block), "default"
+
+
+def block_config_file(N: int, K: int) -> Path:
+    """vLLM's get_w8a8_block_fp8_configs file name for an H200."""
+    return CONFIG_DIR / f"N={N},K={K},device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+
+
+def pick_block_config(N: int, K: int, M: int) -> tuple[dict, str]:
+    """w8a8_triton_block_scaled_mm: the tuned entry nearest M, else its default config (copied)."""
+    path = block_config_file(N, K)
+    if path.exists():
+        table = {int(k): v for k, v in json.loads(path.read_text()).items() if k != "triton_version"}
+        return dict(table[min(table, key=lambda x: abs(x - M))]), path.name
+    return {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 4,
+            "num_stages": 2}, "default"
+
+
+def block_mm(kern, A, B, As, Bs, C, config: dict) -> None:
+    """w8a8_triton_block_scaled_mm (vLLM 0.34.0 fp8_utils.py) with C preallocated: A [M, K] fp8, As [M, K/128],
+    B [N, K] fp8, Bs [N/128, K/128], blocks [128, 128]."""
+    import triton
+    M, K = A.shape
+    N = B.shape[0]
+    grid = (triton.cdiv(M, config["BLOCK_SIZE_M"]) * triton.cdiv(N, config["BLOCK_SIZE_N"]),)
+    kern._w8a8_triton_block_scaled_mm[grid](
+        A, B, C, As, Bs, M, N, K, 128, 128, A.stride(-2), A.stride(-1), B.stride(1), B.stride(0),
+        C.stride(-2), C.stride(-1), As.stride(-2), As.stride(-1), Bs.stride(1), Bs.stride(0), **config)
+
+
+def fp8_weight(N: int, K: int, device: str, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    w = (torch.randn(N, K, device=device, dtype=torch.bfloat16, generator=gen) * 100).clamp(
+        -FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    s = torch.rand(math.ceil(N / 128), math.ceil(K / 128), device=device, generator=gen) * 1e-3 + 2e-4
+    return w, s
+
+
+def deq_weight(w: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    return w.float() * s.repeat_interleave(128, 0)[: w.shape[0]].repeat_interleave(128, 1)[:, : w.shape[1]]
+
+
+def block_copies(N: int, K: int) -> int:
+    return int(min(64, max(4, math.ceil(600e6 / (N * K)))))
 
 
 # ------------------------------------------------------------------------------------------ align (torch)
@@ -368,6 +428,37 @@ def reference(step: Step) -> torch.Tensor:
     return out
 
 
+def deq_act(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """Dequantize per-128-group fp8 activations [rows, K] with scales [rows, K / 128]."""
+    return q.float() * s.float().repeat_interleave(128, 1)[:, : q.shape[1]]
+
+
+def reference_quantized(step: Step) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp8 rows: float32 emulation of what the kernels compute from the operands they were given (the
+    kernel's own quantized activations xq/xs and aq/as_, dequantized weights). Returns (gemm1 output
+    [M, topk, 2N], layer output [M, K]); the kernels should match these to bf16 rounding."""
+    c = step.c
+    xa = deq_act(step.xq, step.xs)
+    aa = deq_act(step.aq, step.as_)
+    M = xa.shape[0]
+    h1 = torch.zeros(M, c.topk, 2 * c.N, device=xa.device)
+    out = torch.zeros(M, c.K, device=xa.device)
+
+    def deq(w, s):
+        return w.float() * s.repeat_interleave(128, 0)[: w.shape[0]].repeat_interleave(128, 1)[:, : w.shape[1]]
+
+    for t in range(M):
+        for j in range(c.topk):
+            e = int(step.topk_ids[t, j])
+            h1[t, j] = deq(step.w1[e], step.s1[e]) @ xa[t]
+            out[t] += float(step.topk_w[t, j]) * (deq(step.w2[e], step.s2[e]) @ aa[t * c.topk + j])
+    return h1, out
+
+
+def rel(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((got.float() - ref).norm() / ref.norm())
+
+
 # ---------------------------------------------------------------------------------------------- timing
 def time_graph(fn, reps: int, warm: int = 3) -> tuple[float, str]:
     """Median ms of one replay of a CUDA graph of fn (eager if capture fails)."""
@@ -451,6 +542,12 @@ def bench_case(kern, case: Case, ms_list, hopper: bool, deadline: float, rows: l
                 got = steps[0].out.float()
                 row["rel_err"] = float((got - ref).norm() / ref.norm())
                 row["max_abs_err"] = float((got - ref).abs().max())
+                if steps[0].fp8:
+                    h1, outq = reference_quantized(steps[0])
+                    row["rel_err_gemm1_q"] = rel(steps[0].cache1, h1)
+                    row["rel_err_q"] = rel(got, outq)
+                    row["max_abs_err_q"] = float((got - outq).abs().max())
+                    row["ref_abs_max"] = float(outq.abs().max())
             layer_ms, method = time_graph(lambda steps=steps: [s.layer() for s in steps], 20)
             g1_ms, _ = time_graph(lambda steps=steps: [s.gemm1() for s in steps], 20)
             g2_ms, _ = time_graph(lambda steps=steps: [s.gemm2() for s in steps], 20)
@@ -468,7 +565,9 @@ def bench_case(kern, case: Case, ms_list, hopper: bool, deadline: float, rows: l
                 flops=2 * 3 * case.N * case.K * M * case.topk)
             log(f"  {case.name:18s} M={M:5d} layer {row['layer_us']:8.1f} us  gemm1 {row['gemm1_us']:7.1f} "
                 f"gemm2 {row['gemm2_us']:7.1f}  touched {touched:3d}  {row['layer_gb_per_s']:6.0f} GB/s"
-                + (f"  relerr {row['rel_err']:.2e}" if "rel_err" in row else "") + f"  [{source[:40]}]")
+                + (f"  relerr {row['rel_err']:.2e}" if "rel_err" in row else "")
+                + (f" (vs quantized emulation: gemm1 {row['rel_err_gemm1_q']:.2e} layer {row['rel_err_q']:.2e})"
+                   if "rel_err_q" in row else "") + f"  [{source[:40]}]")
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {exc}"[:400]
             log(f"  {case.name} M={M}: ERROR {row['error']}")
@@ -523,21 +622,160 @@ def bench_dense(deadline: float, rows: list, log) -> None:
                 torch.cuda.empty_cache()
 
 
+def bench_block_fp8_dense(kern, deadline: float, rows: list, log) -> None:
+    """DeepSeek-R1 tp8's block-fp8 dense linears: vLLM's Triton w8a8 block kernel alone ('gemm_us'), the
+    per-token-group activation quant alone ('quant_us'), both as a linear runs them ('linear_us'), and cuBLAS's
+    block-scaled fp8 GEMM through torch._scaled_mm where this torch offers it ('cublas_block_us'). Copies of the
+    weights in one CUDA graph as for the MoE rows; the router (bf16) and the absorbed MLA bmms (bf16) beside."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for name, N, K in DSR1_TP8_LINEARS:
+        copies = block_copies(N, K)
+        ws = [fp8_weight(N, K, "cuda", gen) for _ in range(copies)]
+        for M in BLOCK_DENSE_M:
+            if time.time() > deadline:
+                log(f"  deadline: skip block-fp8 {name} M={M}")
+                return
+            config, source = pick_block_config(N, K, M)
+            row = dict(case=f"bf8-dsr1-tp8-{name}", model="DeepSeek-V3/R1", tp=8, dtype="fp8-block", N=N, K=K,
+                       M=M, copies=copies, config_source=source, config=json.dumps(config, sort_keys=True),
+                       bytes_touched=N * K + 4 * math.ceil(N / 128) * math.ceil(K / 128),
+                       flops=2 * M * N * K)
+            try:
+                x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=gen)
+                outs = [torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(copies)]
+                xq, xs = group_quant(x, kern)
+                block_mm(kern, xq, ws[0][0], xs, ws[0][1], outs[0], config)
+                torch.cuda.synchronize()
+                ref = (deq_act(xq, xs) @ deq_weight(*ws[0]).t())
+                row["rel_err_q"] = rel(outs[0], ref)
+                row["max_abs_err_q"] = float((outs[0].float() - ref).abs().max())
+
+                def gemms(ws=ws, outs=outs, xq=xq, xs=xs, config=config):
+                    for (w, s), o in zip(ws, outs, strict=True):
+                        block_mm(kern, xq, w, xs, s, o, config)
+
+                def linears(ws=ws, outs=outs, x=x, config=config):
+                    for (w, s), o in zip(ws, outs, strict=True):
+                        q, qs = group_quant(x, kern)
+                        block_mm(kern, q, w, qs, s, o, config)
+
+                def quants(x=x, copies=copies):
+                    for _ in range(copies):
+                        group_quant(x, kern)
+
+                g_ms, method = time_graph(gemms, 20)
+                l_ms, _ = time_graph(linears, 20)
+                q_ms, _ = time_graph(quants, 20)
+                row.update(gemm_us=1e3 * g_ms / copies, linear_us=1e3 * l_ms / copies,
+                           quant_us=1e3 * q_ms / copies, timing=method,
+                           gemm_gb_per_s=row["bytes_touched"] / (g_ms / copies * 1e-3) / 1e9)
+                try:
+                    cb_ms, cb_err = cublas_block(ws, xq, xs, outs, ref)
+                    row.update(cublas_block_us=1e3 * cb_ms / copies, cublas_rel_err_q=cb_err)
+                except Exception as exc:  # torch without block-scaled _scaled_mm on this GPU: say so
+                    row["cublas_block_error"] = f"{type(exc).__name__}: {exc}"[:200]
+                log(f"  {row['case']:30s} M={M:4d} gemm {row['gemm_us']:6.1f} us  quant {row['quant_us']:5.1f}  "
+                    f"linear {row['linear_us']:6.1f}  {row['gemm_gb_per_s']:5.0f} GB/s  "
+                    f"cublas-block {row.get('cublas_block_us', float('nan')):6.1f}  relerr_q {row['rel_err_q']:.1e}"
+                    f"  [{source[:24]}]")
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"[:400]
+                log(f"  {row['case']} M={M}: ERROR {row['error']}")
+            rows.append(row)
+        del ws
+        torch.cuda.empty_cache()
+    bench_bf16_side(deadline, rows, log)
+
+
+def cublas_block(ws, xq, xs, outs, ref) -> tuple[float, float]:
+    """torch._scaled_mm with 1x128 activation and 128x128 weight block scales (cuBLAS block scaling, Hopper)."""
+    M, K = xq.shape
+    if K % 512:  # cuBLAS reads the scales in groups of 4 K-blocks (torch pads them to round_up(K / 128, 4)):
+        # K 256 / 2304 read past the unpadded scales (an illegal address on the 2026-12-04 run)
+        raise ValueError(f"K={K}: K / 128 not a multiple of 4")
+    sa = xs.t().contiguous().t()  # 1x128 scales outer-dim-major (column-major), as cuBLAS wants them
+    layouts = (lambda s: s.t().contiguous(), lambda s: s.contiguous().t())  # [K/128, N/128] row- / column-major
+    got, last = None, None
+    for lay in layouts:
+        try:
+            got = torch._scaled_mm(xq, ws[0][0].t(), scale_a=sa, scale_b=lay(ws[0][1]), out_dtype=torch.bfloat16)
+            break
+        except RuntimeError as exc:
+            last = exc
+    if got is None:
+        raise last
+    err = rel(got[:M], ref)
+    sbs = [lay(s) for _, s in ws]
+
+    def run(ws=ws, sbs=sbs):
+        for (w, _), sb in zip(ws, sbs, strict=True):
+            torch._scaled_mm(xq, w.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    ms, _ = time_graph(run, 20)
+    return ms, err
+
+
+def bench_bf16_side(deadline: float, rows: list, log) -> None:
+    """DeepSeek-R1 tp8's bf16 pieces beside the block-fp8 linears: the router GEMM and MLA's absorbed
+    per-head bmms in decode (16 local heads: q_nope [16, M, 128] x W_UK [16, 128, 512], then [16, M, 512] x
+    W_UV [16, 512, 128])."""
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    items = [(name, N, K, None) for name, N, K in DSR1_TP8_BF16] + [("mla_uk_bmm", 512, 128, 16),
+                                                                    ("mla_uv_bmm", 128, 512, 16)]
+    for name, N, K, heads in items:
+        per = N * K * 2 * (heads or 1)
+        copies = int(min(64, max(4, math.ceil(600e6 / per))))
+        ws = [torch.randn(*((heads,) if heads else ()), K, N, device="cuda", dtype=torch.bfloat16, generator=gen)
+              for _ in range(copies)]
+        for M in BLOCK_DENSE_M:
+            if time.time() > deadline:
+                return
+            row = dict(case=f"bf16-dsr1-tp8-{name}", model="DeepSeek-V3/R1", tp=8, dtype="bf16", N=N, K=K, M=M,
+                       copies=copies, bytes_touched=per, flops=2 * M * N * K * (heads or 1))
+            try:
+                x = torch.randn(*((heads,) if heads else ()), M, K, device="cuda", dtype=torch.bfloat16,
+                                generator=gen)
+
+                def run(ws=ws, x=x):
+                    for w in ws:
+                        torch.matmul(x, w)
+                ms, method = time_graph(run, 20)
+                row.update(gemm_us=1e3 * ms / copies, timing=method,
+                           gemm_gb_per_s=per / (ms / copies * 1e-3) / 1e9)
+                log(f"  {row['case']:30s} M={M:4d} gemm {row['gemm_us']:6.1f} us  {row['gemm_gb_per_s']:5.0f} GB/s")
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {exc}"[:400]
+                log(f"  {row['case']} M={M}: ERROR {row['error']}")
+            rows.append(row)
+        del ws
+        torch.cuda.empty_cache()
+
+
 # ---------------------------------------------------------------------------------------------- output
 FIELDS = ("case", "model", "tp", "dtype", "E", "topk", "K", "N", "M", "layer_us", "gemm1_us", "gemm2_us",
           "experts_touched", "expected_touched", "tokens_per_touched_expert", "bytes_touched", "layer_gb_per_s",
-          "gemms_gb_per_s", "flops", "rel_err", "max_abs_err", "config_source", "config", "swap_ab", "tma_b",
+          "gemms_gb_per_s", "flops", "rel_err", "max_abs_err", "rel_err_gemm1_q", "rel_err_q", "max_abs_err_q",
+          "ref_abs_max", "config_source", "config", "swap_ab", "tma_b",
           "naive_assignment", "copies", "timing", "ex_rows", "error")
+
+
+BLOCK_FIELDS = ("case", "model", "tp", "dtype", "N", "K", "M", "gemm_us", "quant_us", "linear_us", "cublas_block_us",
+                "bytes_touched", "gemm_gb_per_s", "flops", "rel_err_q", "max_abs_err_q", "cublas_rel_err_q",
+                "config_source", "config", "copies", "timing", "cublas_block_error", "error")
 
 
 def write(out: Path, rows: list, meta: dict) -> None:
     import csv
     out.mkdir(parents=True, exist_ok=True)
-    moe = [r for r in rows if not r["case"].startswith("dense-")]
+    side = ("dense-", "bf8-", "bf16-")
+    moe = [r for r in rows if not r["case"].startswith(side)]
     dense = [r for r in rows if r["case"].startswith("dense-")]
-    for name, part in (("moe_kernel_h200.csv", moe), ("dense_gemm_h200.csv", dense)):
+    block = [r for r in rows if r["case"].startswith(("bf8-", "bf16-"))]
+    for name, part, fields in (("moe_kernel_h200.csv", moe, FIELDS), ("dense_gemm_h200.csv", dense, FIELDS),
+                               ("block_fp8_dense_h200.csv", block, BLOCK_FIELDS)):
+        if not part:
+            continue
         with open(out / name, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+            w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
             w.writeheader()
             for r in part:
                 w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
@@ -597,6 +835,32 @@ def interpret_check() -> int:
             print(f"interpret {dtype} E={E} k={k} K={K} N={N} M={M} naive={naive}: rel err {err:.2e}")
             assert math.isfinite(err) and err < tol, err
             worst[dtype] = max(worst.get(dtype, 0.0), err)
+    # fp8-block: the kernels against a float32 emulation of the same quantized operands (the GPU run's check)
+    for E, k, K, N, M in ((8, 2, 256, 128, 3), (16, 4, 256, 256, 5)):
+        case = Case("tiny", "tiny", 1, E, k, K, N, "fp8-block")
+        layer = Layer(case, 1, "cpu", gen)
+        x = torch.randn(M, K, dtype=torch.bfloat16, generator=gen).float()
+        tw, ids = routing(M, E, k, "cpu", gen)
+        cfg = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1}
+        step = Step(kern, layer, 0, x, tw, ids, cfg, hopper=False, use_tma=False)
+        step.layer()
+        h1, outq = reference_quantized(step)
+        e1, e2 = rel(step.cache1, h1), rel(step.out, outq)
+        print(f"interpret fp8-block E={E} k={k} K={K} N={N} M={M}: gemm1 {e1:.2e} layer {e2:.2e} (vs emulation)")
+        assert e1 < 1e-4 and e2 < 1e-4, (e1, e2)
+        worst["fp8-block"] = max(worst.get("fp8-block", 0.0), e1, e2)
+    # the dense block-fp8 linear kernel (w8a8_triton_block_scaled_mm)
+    for N, K, M in ((256, 384, 3), (384, 256, 17)):
+        w, s = fp8_weight(N, K, "cpu", gen)
+        x = torch.randn(M, K, generator=gen)
+        xq, xs = group_quant(x, kern)
+        out = torch.empty(M, N)
+        block_mm(kern, xq, w, xs, s, out, {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128,
+                                            "GROUP_SIZE_M": 1})
+        err = rel(out, deq_act(xq, xs) @ deq_weight(w, s).t())
+        print(f"interpret block-fp8 linear N={N} K={K} M={M}: rel err {err:.2e} (vs emulation)")
+        assert err < 1e-4, err
+        worst["block-fp8 linear"] = max(worst.get("block-fp8 linear", 0.0), err)
     print(f"interpreter check passed (worst rel err {worst})")
     return 0
 
@@ -617,6 +881,14 @@ def dry_run(args) -> int:
     kernels = {(r["config"], r["naive_assignment"]) for r in rows}
     print(f"{len(rows)} MoE rows, {len(kernels)} distinct kernel configs; tuned files: "
           f"{sorted({r['config_source'] for r in rows})}")
+    if not args.no_block:
+        block = [dict(case=f"bf8-dsr1-tp8-{name}", model="DeepSeek-V3/R1", tp=8, dtype="fp8-block", N=N, K=K,
+                      M=M, copies=block_copies(N, K), config_source=pick_block_config(N, K, M)[1],
+                      config=json.dumps(pick_block_config(N, K, M)[0], sort_keys=True), error="dry run: not timed")
+                 for name, N, K in DSR1_TP8_LINEARS for M in BLOCK_DENSE_M]
+        missing = sorted({r["case"] for r in block if r["config_source"] == "default"})
+        print(f"{len(block)} block-fp8 dense rows; without a tuned H200 config: {missing or 'none'}")
+        rows += block
     meta = environment(args)
     meta["dry_run"] = True
     write(Path(args.out), rows, meta)
@@ -628,6 +900,20 @@ def precompile_worker(names: list[str], ms: list[int], q) -> None:
     """Compile (by running once, small weights) the kernels of some cases, filling the shared Triton cache."""
     import vllm_kernels as kern
     for name in names:
+        if name.startswith("bf8:"):  # a block-fp8 dense linear: ms are its Ms
+            _, N, K = name.split(":")
+            N, K = int(N), int(K)
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            w, s = fp8_weight(N, K, "cuda", gen)
+            for M in ms:
+                try:
+                    xq, xs = group_quant(torch.randn(M, K, device="cuda", dtype=torch.bfloat16), kern)
+                    block_mm(kern, xq, w, xs, s, torch.empty(M, N, device="cuda", dtype=torch.bfloat16),
+                             pick_block_config(N, K, M)[0])
+                    torch.cuda.synchronize()
+                except Exception:
+                    pass
+            continue
         case = next(c for c in CASES if c.name == name)
         gen = torch.Generator(device="cuda").manual_seed(0)
         layer = Layer(case, 1, "cuda", gen)
@@ -653,6 +939,8 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=12, help="processes that pre-compile the kernels")
     ap.add_argument("--no-dense", action="store_true")
     ap.add_argument("--no-large", action="store_true", help="skip M_LARGE")
+    ap.add_argument("--no-block", action="store_true", help="skip the block-fp8 dense linears")
+    ap.add_argument("--block-budget-s", type=float, default=60.0, help="time for the block-fp8 dense linears")
     args = ap.parse_args()
     sys.path.insert(0, str(HERE))
     if args.interpret_check:
@@ -685,6 +973,8 @@ def main() -> int:
         q = ctx.Queue()
         jobs = [(c.name, m) for c in cases
                 for m in list(args.m) + (list(M_LARGE) if c.priority == 0 and not args.no_large else [])]
+        if not args.no_block:
+            jobs += [(f"bf8:{N}:{K}", m) for _, N, K in DSR1_TP8_LINEARS for m in BLOCK_DENSE_M]
         per = [jobs[i::args.workers] for i in range(args.workers)]  # round-robin: spread the compiles
         procs = []
         for part in per:
@@ -701,10 +991,20 @@ def main() -> int:
     log(f"ceilings at start: {meta['ceilings_start']}")
     deadline = start + args.budget_s
     rows: list = []
+    block_done = args.no_block
     for case in cases:
+        if case.priority > 0 and not block_done:  # the block-fp8 linears before the cases already timed once
+            log(f"block-fp8 dense linears of DeepSeek-R1 tp8 (vLLM's Triton w8a8 block kernel), "
+                f"{args.block_budget_s:.0f} s")
+            bench_block_fp8_dense(kern, time.time() + args.block_budget_s, rows, log)
+            write(out, rows, meta)
+            block_done = True
         log(f"{case.name}: E={case.E} top{case.topk} K={case.K} N={case.N} {case.dtype} copies={n_copies(case)}")
         ms = list(args.m) + (list(M_LARGE) if case.priority == 0 and not args.no_large else [])
         bench_case(kern, case, ms, hopper, deadline, rows, log)
+        write(out, rows, meta)
+    if not block_done:
+        bench_block_fp8_dense(kern, time.time() + args.block_budget_s, rows, log)
         write(out, rows, meta)
     if not args.no_dense:
         bench_dense(deadline + 30, rows, log)

@@ -61,6 +61,10 @@ class GpuSetup:
     """MoE layers on one pipeline stage."""
     shared_experts: int = 0
     """Always-active shared experts per MoE layer (counted in expert_bytes_gpu)."""
+    moe_activation_bytes_per_pair: float = 0.0
+    """HBM bytes one routed (token, expert) pair's intermediate tensors cost one GPU per MoE layer: the gate-up
+    output (2N/tp), the activation (N/tp) and the expert's output (hidden), each written by one kernel and read
+    by the next (16-bit): 2 x 2 x (3N/tp + hidden)."""
     fp8_tensor_math: bool = False
     """The GEMMs run on fp8 tensor cores (fp8 W8A8); False for 16-bit, int8 and weight-only fp8 (Marlin)."""
 
@@ -141,8 +145,10 @@ def gpu_setup(
         expert_gpu *= layers_per_stage * (g.moe_layers / g.num_layers)
         expert_pair_flops = 2.0 * g.moe_experts_per_layer / (model.num_experts + model.num_shared_experts) \
             * g.moe_layers
+        three_n = expert_pair_flops / (2.0 * g.moe_layers * model.hidden_size)  # w13 + w2 rows of one expert
+        pair_bytes = 2.0 * 2.0 * (three_n / tp + model.hidden_size)
     else:
-        expert_gpu = expert_pair_flops = 0.0
+        expert_gpu = expert_pair_flops = pair_bytes = 0.0
     if acc.memory_bandwidth_gb_per_s is None:
         raise MissingFigureError(f"{acc.id}: no memory bandwidth in the GPU data; cannot estimate decode speed")
     peak, peak_kind = compute_peak_tflops(acc, precision)
@@ -173,6 +179,7 @@ def gpu_setup(
         moe_tile_tokens=tuple((t.max_batch_tokens or 0, t.tile_tokens) for t in c.moe.tile_tokens),
         moe_layers_stage=layers_per_stage * g.moe_layers / g.num_layers if g.moe_layers else 0.0,
         shared_experts=model.num_shared_experts if g.moe_layers else 0,
+        moe_activation_bytes_per_pair=pair_bytes,
         fp8_tensor_math=peak_kind == "fp8",
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
         peak_flops=peak * acc.compute_power_scale * TERA,
@@ -226,12 +233,15 @@ def padded_expert_pairs(s: GpuSetup, tokens: float) -> float:
 
 
 def moe_kernel_s(k: MoeKernel, layers: float, touched_bytes: float, padded_flops: float, bandwidth: float,
-                 peak_flops: float, fp8: bool) -> float:
+                 peak_flops: float, fp8: bool, activation_bytes: float = 0.0) -> float:
     """Time of `layers` fused-MoE layers on one GPU: a fixed time per layer plus, per layer, the larger of reading
-    the touched experts and computing their padded tiles (performance.yaml engines.<engine>.moe_kernel)."""
+    the touched experts and computing their padded tiles, plus the routed pairs' intermediate tensors going
+    through HBM between the layer's kernels (performance.yaml engines.<engine>.moe_kernel). The last term is
+    what prefill-sized batches add: 0.9 ms of DeepSeek-R1 tp8's 4.4 ms layer at 16,384 tokens on the H200."""
     fraction = k.fp8_compute_fraction if fp8 else k.compute_fraction
     return layers * k.layer_fixed_us * 1e-6 + max(touched_bytes / (bandwidth * k.read_fraction),
-                                                   padded_flops / (peak_flops * fraction))
+                                                   padded_flops / (peak_flops * fraction)) + activation_bytes / (
+        bandwidth * k.read_fraction)
 
 
 def stage_step_s(
@@ -296,8 +306,10 @@ def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKerne
         s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
     touched = routed_bytes * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
     padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) / gpus
+    activation = tokens * s.experts_per_token * s.moe_activation_bytes_per_pair * s.moe_layers_stage
     return max(dense_compute, dense_memory) + moe_kernel_s(
-        k, s.moe_layers_stage, touched, padded, s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math)
+        k, s.moe_layers_stage, touched, padded, s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math,
+        activation)
 
 
 def token_step_s(

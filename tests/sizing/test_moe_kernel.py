@@ -33,11 +33,42 @@ def _kernel():  # type: ignore[no-untyped-def]
 
 def test_the_constants_reproduce_the_kernel_timing() -> None:
     rows = kernel_rows()
-    assert len(rows) == 156
+    assert len(rows) == 156 + 176  # the first run, and the rerun with 2048 - 16384 tokens for five shapes
+    assert {r.tokens for r in rows if r.tokens > 1024} == {2048, 4096, 8192, 16384}
     errors = sorted(abs(math.expm1(e)) for e in log_errors(_kernel(), rows))
-    assert statistics.median(errors) < 0.08
-    assert errors[int(0.9 * len(errors))] < 0.2
-    assert errors[-1] < 0.45
+    assert statistics.median(errors) < 0.07
+    assert errors[int(0.9 * len(errors))] < 0.16
+    assert errors[-1] < 0.55
+    prefill = sorted(abs(math.expm1(e)) for e, r in zip(log_errors(_kernel(), rows), rows, strict=True)
+                     if r.tokens > 1024)
+    assert statistics.median(prefill) < 0.2  # compute fractions fitted at <= 1024 tokens alone missed by 30 - 39 %
+
+
+def test_the_fp8_rows_match_an_emulation_of_their_quantized_operands() -> None:
+    """The GPU rerun checked the fp8-block kernel against float32 on the operands it was given (its own quantized
+    activations, dequantized weights): bf16 output rounding only. Against unquantized activations the error is
+    e4m3's ~4 %."""
+    import csv
+
+    from benchmarks.moe_kernel_fit import DATA
+
+    fp8 = [r for r in csv.DictReader(DATA[1].open()) if r["dtype"] == "fp8-block" and r["rel_err_q"]]
+    assert {r["case"] for r in fp8} == {"dsr1-tp8-fp8", "q235-tp4-fp8", "q30-tp1-fp8"} and len(fp8) == 12
+    assert max(float(r["rel_err_q"]) for r in fp8) < 3e-3
+    assert max(float(r["rel_err_gemm1_q"]) for r in fp8) < 3e-3
+    assert min(float(r["rel_err"]) for r in fp8) > 0.03 and max(float(r["rel_err"]) for r in fp8) < 0.06
+
+
+def test_the_intermediate_tensors_cost_bandwidth_per_routed_pair() -> None:
+    """A layer writes and reads back its routed pairs' gate-up output (2N/tp), activation (N/tp) and per-expert
+    output (hidden): 2 bytes x 2 x (3N/tp + hidden) a pair, at the kernel's read fraction."""
+    arch = load_model_registry()["deepseek-r1"]
+    s = gpu_setup(arch, gpu_figures(load_catalog().accelerator("h200-141gb")), "fp8", 65536.0, "vllm", 8, 1, 1)
+    assert s.moe_activation_bytes_per_pair == pytest.approx(4 * (3 * 2048 / 8 + 7168))
+    k = _kernel()
+    base = moe_kernel_s(k, 58, 1e9, 1e12, 4.8e12, 1979e12, True)
+    assert moe_kernel_s(k, 58, 1e9, 1e12, 4.8e12, 1979e12, True, activation_bytes=3e9) == pytest.approx(
+        base + 3e9 / (4.8e12 * k.read_fraction))
 
 
 def test_the_timing_is_latency_bound_at_one_token_per_expert() -> None:
@@ -75,7 +106,9 @@ def test_a_moe_step_is_the_dense_gemms_plus_the_kernel(model: str, precision: st
         moe = moe_kernel_s(k, s.moe_layers_stage, routed * expert_read_fraction(s.num_experts, s.experts_per_token,
                                                                                 tokens),
                            s.expert_flops_per_pair * padded_expert_pairs(s, tokens) / tp, s.bandwidth_bytes_per_s,
-                           s.peak_flops, s.fp8_tensor_math)
+                           s.peak_flops, s.fp8_tensor_math,
+                           activation_bytes=tokens * s.experts_per_token * s.moe_activation_bytes_per_pair
+                           * s.moe_layers_stage)
         # no context and no prompt: no attention; what is left is the all-reduces and the host costs
         ring = 2.0 * (tp - 1) / tp * tokens * s.hidden_size * s.activation_bytes / s.link_bytes_per_s
         rest = 2 * s.num_layers * (ring + s.allreduce_latency_s) + e.step_overhead_ms * 1e-3 + \
