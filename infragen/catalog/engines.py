@@ -6,17 +6,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from infragen.catalog.parsed import load_yaml_text
+from infragen.catalog.parsed import data_dir, load_yaml_text
 from infragen.errors import DataError
 
 ENGINES = ("vllm", "llama.cpp")
 
 
 def _load(name: str) -> dict[str, Any]:
-    text = resources.files("infragen.catalog").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    text = (data_dir() / name).read_text(encoding="utf-8")
     data: dict[str, Any] = load_yaml_text(text)
     return data
 

@@ -7,11 +7,10 @@ Reads data only; no cloud call. Used by sizing (layouts, the target-count warnin
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from infragen.catalog.parsed import load_yaml_text
+from infragen.catalog.parsed import data_dir, load_yaml_text
 
 
 class _Frozen(BaseModel):
@@ -43,7 +42,7 @@ class LoadBalancerTable(_Frozen):
 @cache
 def load_load_balancers() -> LoadBalancerTable:
     """The packaged table (cached)."""
-    text = resources.files("infragen.catalog").joinpath("data/load_balancers.yaml").read_text(encoding="utf-8")
+    text = (data_dir() / "load_balancers.yaml").read_text(encoding="utf-8")
     return LoadBalancerTable.model_validate(load_yaml_text(text))
 
 

@@ -9,7 +9,6 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from infragen.catalog.parsed import data_dir
 from infragen.catalog.records import Accelerator, CpuModel, InstanceType, RegionPrice
 from infragen.catalog.regional import PRICES_FILE, REGIONS_FILE, parse_price_table, parse_regions, region_lists
 from infragen.errors import DataError, UnknownNameError
@@ -38,7 +38,7 @@ DEFAULT_FX_SOURCE = "PBOC central parity of 2024-10-24 (7.1286 CNY per USD), as 
 
 
 class _File(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     schema_version: Literal[1]
     """Version of this file's layout; bump it when a field changes meaning."""
@@ -356,7 +356,7 @@ def _with_regional(instances: list[InstanceType], table: Mapping[tuple[str, str]
 def load_catalog() -> Catalog:
     """The packaged catalog, read once per process: the pre-built data/catalog.json when present (its test keeps it
     equal to the YAML/CSV sources), else built from those sources."""
-    base = resources.files("infragen.catalog") / "data"
+    base = data_dir()
     compact = base / "catalog.json"
     if compact.is_file():
         import json

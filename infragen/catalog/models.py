@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
@@ -16,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from infragen.architecture import ModelArchitecture
-from infragen.catalog.parsed import load_yaml_text
+from infragen.catalog.parsed import data_dir, load_yaml_text
 from infragen.errors import DataError, InputError, UnknownNameError
 from infragen.validation import validation_message
 
@@ -76,7 +75,7 @@ def registry_from_file(path: Path | str, data: Any) -> dict[str, ModelArchitectu
 @functools.cache
 def load_model_registry() -> Mapping[str, ModelArchitecture]:
     """Registry id -> architecture, read once from the packaged `models.yaml`."""
-    ref = resources.files("infragen.catalog") / "data" / DATA_FILE
+    ref = data_dir() / DATA_FILE
     data = load_yaml_text(ref.read_text(encoding="utf-8"))
     return MappingProxyType(registry_from_file(f"infragen/catalog/data/{DATA_FILE}", data))
 

@@ -29,7 +29,7 @@ _FastLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class PriceSource(_Model):

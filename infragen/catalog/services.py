@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Literal
 
-from infragen.catalog.parsed import load_yaml_text
+from infragen.catalog.parsed import data_dir, load_yaml_text
 from infragen.errors import DataError
 
 ServiceItem = Literal[
@@ -69,7 +68,7 @@ class ServicePrices:
 @cache
 def load_service_prices() -> ServicePrices:
     """services.yaml, checked: known items, positive prices (zero only for FREE_ITEMS), a source and date."""
-    text = resources.files("infragen.catalog").joinpath("data/services.yaml").read_text(encoding="utf-8")
+    text = (data_dir() / "services.yaml").read_text(encoding="utf-8")
     data = load_yaml_text(text)
     rows = []
     for i, row in enumerate(data["prices"]):

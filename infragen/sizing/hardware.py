@@ -58,7 +58,7 @@ def hardware_from_gpu(accelerator: Accelerator, count: int) -> Hardware:
 class MeasuredFigures(BaseModel):
     """Figures measured on the machine itself (`infragen hardware probe` writes them); they win over datasheets."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     memory_bandwidth_gb_per_s: float = Field(gt=0, le=100_000)
     """DRAM read bandwidth all cores reach together, GB/s (10^9 bytes/s) - a measurement, not the datasheet peak.
@@ -81,7 +81,7 @@ class MeasuredFigures(BaseModel):
 class HardwareFile(BaseModel):
     """An on-prem machine described in YAML (`--hardware FILE.yaml`), same fields as a catalog entry."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = "on-prem"
     """Description shown in the output."""

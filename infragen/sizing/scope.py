@@ -74,7 +74,7 @@ OVERRIDE_SOURCE = "your price"
 class PriceFile(BaseModel):
     """A `--prices FILE`: the same entries as the workload's `prices:` field."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     prices: list[PriceOverride]
     """Hourly prices by instance type and region."""

@@ -8,7 +8,6 @@ its floor (`base_nodes`), so the cheapest plan is the cheapest mix, not the chea
 from __future__ import annotations
 
 import math
-import statistics
 from typing import TYPE_CHECKING
 
 from infragen.catalog import Catalog
@@ -36,6 +35,8 @@ def _median_load(spec: WorkloadSpec) -> tuple[float | None, str]:
     t = spec.traffic
     peak = t.peak_requests_per_s if t.peak_requests_per_s is not None else float(t.concurrent_users or 0)
     if t.hourly_profile is not None:
+        import statistics  # daily profiles only: a plan without one does not import it
+
         return statistics.median(t.hourly_profile) * peak, "the median hour of traffic.hourly_profile"
     if t.average_requests_per_s is not None:
         return t.average_requests_per_s, "traffic.average_requests_per_s (no hourly profile: the average stands in)"
