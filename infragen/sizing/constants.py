@@ -62,6 +62,22 @@ class MoeKernel(_Frozen):
     """How they were fitted and how well they reproduce the timing."""
 
 
+class BlockFp8Linear(_Frozen):
+    """A dense linear of a block-quantized fp8 checkpoint at decode batches (<= 64 tokens), as the engine's w8a8
+    block kernel and its per-token-group activation quant run it: fixed_us + per_k_ns x K (its input width per
+    GPU), fitted on a timing of that kernel. The kernel walks K serially per output tile and small batches give
+    few tiles, so the time follows K, not the weight bytes."""
+
+    fixed_us: float = Field(ge=0)
+    """Time per linear that does not scale with K (launches of the GEMM and the quant kernel), microseconds."""
+    per_k_ns: float = Field(ge=0)
+    """Time per element of K, nanoseconds."""
+    measured: str
+    """The timing these were fitted on (file, kernel, GPU)."""
+    fitted_on: str
+    """How they were fitted and how well they reproduce the timing."""
+
+
 class EngineConstants(_Frozen):
     """Efficiency of one GPU engine relative to the hardware peaks (fitted, see `fitted_on`)."""
 
@@ -76,6 +92,8 @@ class EngineConstants(_Frozen):
     MoE kernel is not measured; an engine gives this or `moe_kernel`)."""
     moe_kernel: MoeKernel | None = None
     """Measured behaviour of the engine's fused-MoE kernel (replaces moe_bandwidth_fraction)."""
+    block_fp8_linear: BlockFp8Linear | None = None
+    """Measured floor of a block-fp8 checkpoint's dense linears (engines whose block-fp8 kernel was timed)."""
     step_overhead_ms: float = Field(ge=0)
     """Fixed host-side cost of one scheduler step (scheduling, sampling, launch), ms."""
     per_seq_overhead_ms: float = Field(ge=0)

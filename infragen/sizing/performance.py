@@ -67,6 +67,9 @@ class GpuSetup:
     by the next (16-bit): 2 x 2 x (3N/tp + hidden)."""
     fp8_tensor_math: bool = False
     """The GEMMs run on fp8 tensor cores (fp8 W8A8); False for 16-bit, int8 and weight-only fp8 (Marlin)."""
+    block_fp8_linear_floor_s: float = 0.0
+    """Least time of one stage's dense linears in a decode step when they are block-fp8 (a block-quantized
+    checkpoint on fp8 tensor cores, an engine with engines.<engine>.block_fp8_linear); 0 otherwise."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,14 @@ def gpu_setup(
     if acc.memory_bandwidth_gb_per_s is None:
         raise MissingFigureError(f"{acc.id}: no memory bandwidth in the GPU data; cannot estimate decode speed")
     peak, peak_kind = compute_peak_tflops(acc, precision)
+    block = engine_constants(engine).block_fp8_linear
+    floor = 0.0
+    if block is not None and peak_kind == "fp8" and model.weight_block_size is not None:
+        attn, mlp, shared = block_fp8_linear_widths(model, tp)
+        moe_share = g.moe_layers / g.num_layers if g.moe_layers else 0.0
+        per_layer = [(attn + mlp, 1.0 - moe_share), (attn + shared, moe_share)]
+        floor = sum(share * sum(block.fixed_us + block.per_k_ns * 1e-3 * k for k in ks) * 1e-6
+                    for ks, share in per_layer) * layers_per_stage
     ic = c.interconnect
     # A ring all-reduce moves 2 (n-1)/n of the message per GPU at the link's achieved bus bandwidth, plus the
     # small-message time measured for that link and GPU count (performance.yaml: interconnect).
@@ -180,6 +191,7 @@ def gpu_setup(
         moe_layers_stage=layers_per_stage * g.moe_layers / g.num_layers if g.moe_layers else 0.0,
         shared_experts=model.num_shared_experts if g.moe_layers else 0,
         moe_activation_bytes_per_pair=pair_bytes,
+        block_fp8_linear_floor_s=floor,
         fp8_tensor_math=peak_kind == "fp8",
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
         peak_flops=peak * acc.compute_power_scale * TERA,
@@ -232,6 +244,24 @@ def padded_expert_pairs(s: GpuSetup, tokens: float) -> float:
     return touched * math.ceil(per_expert / tile - 1e-9) * tile
 
 
+def block_fp8_linear_widths(model: ModelArchitecture, tp: int) -> tuple[list[int], list[int], list[int]]:
+    """Input widths K per GPU of one layer's dense linears as vLLM shards them: attention (MLA: the fused q/kv
+    down-projection, the q up-projection, o_proj; kv_b runs as absorbed bf16 bmms in decode; else qkv and o),
+    the MLP of a dense layer (gate-up, down) and a MoE layer's shared experts (gate-up, down; none without).
+    The router is a 16-bit linear, not counted."""
+    h = model.hidden_size
+    if model.kv_lora_rank is not None:
+        v = model.v_head_dim or head_dim(model)
+        attn = [h, model.q_lora_rank, model.num_attention_heads * v // tp] if model.q_lora_rank else \
+            [h, h, model.num_attention_heads * v // tp]
+    else:
+        attn = [h, model.num_attention_heads * head_dim(model) // tp]
+    mlp = [h, model.intermediate_size // tp]
+    shared_n = (model.moe_intermediate_size or model.intermediate_size) * model.num_shared_experts
+    shared = [h, shared_n // tp] if model.num_shared_experts else []
+    return attn, mlp, shared
+
+
 def moe_kernel_s(k: MoeKernel, layers: float, touched_bytes: float, padded_flops: float, bandwidth: float,
                  peak_flops: float, fp8: bool, activation_bytes: float = 0.0) -> float:
     """Time of `layers` fused-MoE layers on one GPU: a fixed time per layer plus, per layer, the larger of reading
@@ -275,7 +305,7 @@ def stage_step_s(
             experts_read = s.expert_bytes_gpu * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
             assert e.moe_bandwidth_fraction is not None  # EngineConstants gives it when there is no moe_kernel
             gemm_memory += experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
-        gemm = max(gemm_compute, gemm_memory)
+        gemm = max(gemm_compute, gemm_memory, s.block_fp8_linear_floor_s)
     attn_compute = s.attn_flops_per_token_ctx * (
         decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens) / gpus / flops_per_s
     # Decode reads every cached token; prefill writes its own tokens' KV once (flash attention keeps the
@@ -307,7 +337,7 @@ def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKerne
     touched = routed_bytes * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
     padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) / gpus
     activation = tokens * s.experts_per_token * s.moe_activation_bytes_per_pair * s.moe_layers_stage
-    return max(dense_compute, dense_memory) + moe_kernel_s(
+    return max(dense_compute, dense_memory, s.block_fp8_linear_floor_s) + moe_kernel_s(
         k, s.moe_layers_stage, touched, padded, s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math,
         activation)
 

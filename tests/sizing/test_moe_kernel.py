@@ -113,7 +113,8 @@ def test_a_moe_step_is_the_dense_gemms_plus_the_kernel(model: str, precision: st
         ring = 2.0 * (tp - 1) / tp * tokens * s.hidden_size * s.activation_bytes / s.link_bytes_per_s
         rest = 2 * s.num_layers * (ring + s.allreduce_latency_s) + e.step_overhead_ms * 1e-3 + \
             e.per_seq_overhead_ms * 1e-3 * tokens + e.per_layer_overhead_us * 1e-6 * s.num_layers
-        assert stage_step_s(s, tokens, 0.0, 0.0, 0.0) == pytest.approx(max(dense_compute, dense_memory) + moe + rest)
+        assert stage_step_s(s, tokens, 0.0, 0.0, 0.0) == pytest.approx(
+            max(dense_compute, dense_memory, s.block_fp8_linear_floor_s) + moe + rest)
         assert moe >= s.moe_layers_stage * k.layer_fixed_us * 1e-6
     assert s.fp8_tensor_math == (precision == "fp8")
     assert s.moe_layers_stage == (58 if model == "deepseek-r1" else arch.num_layers)
@@ -140,3 +141,51 @@ def test_dense_models_do_not_touch_the_moe_terms() -> None:
                s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction))
     host = e.step_overhead_ms * 1e-3 + e.per_seq_overhead_ms * 1e-3 * 8 + e.per_layer_overhead_us * 1e-6 * 32
     assert stage_step_s(s, 8.0, 0.0, 0.0, 0.0) == pytest.approx(gemm + host)
+
+
+def test_block_fp8_linears_have_a_k_serial_floor() -> None:
+    """A block-quantized fp8 checkpoint's dense linears (vLLM's w8a8 block kernel with its per-token-group quant)
+    take fixed + per_k x K each at decode batches, measured at DeepSeek-R1 tp8's shapes on the H200
+    (block_fp8_dense_h200.csv), far above their bytes: the step's dense GEMMs take the larger of the roofline and
+    the floor, over MLA's fused q/kv down-projection, q up-projection and o_proj, the shared expert's two linears
+    (MoE layers) and the MLP's two (the first dense layers)."""
+    arch = load_model_registry()["deepseek-r1"]
+    acc = gpu_figures(load_catalog().accelerator("h200-141gb"))
+    s = gpu_setup(arch, acc, "fp8", 65536.0, "vllm", 8, 1, 1)
+    b = engine_constants("vllm").block_fp8_linear
+    assert b is not None
+
+    def lin(k: int) -> float:
+        return (b.fixed_us + b.per_k_ns * 1e-3 * k) * 1e-6
+
+    attn = lin(7168) + lin(1536) + lin(128 * 128 // 8)
+    moe_layer = attn + lin(7168) + lin(2048 // 8)
+    dense_layer = attn + lin(7168) + lin(18432 // 8)
+    assert s.block_fp8_linear_floor_s == pytest.approx(58 * moe_layer + 3 * dense_layer)
+    e = engine_constants("vllm")
+    routed = s.expert_bytes_gpu * s.num_experts / (s.num_experts + s.shared_experts)
+    roofline = (s.weight_bytes_dense_gpu + s.expert_bytes_gpu - routed) / (
+        s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+    assert s.block_fp8_linear_floor_s > 4 * roofline  # batch 4: ~5 ms of linears against 0.7 ms of bytes
+    # not for 16-bit weights, per-tensor fp8 (no weight_block_size), GPUs without fp8 tensor cores, other engines
+    assert gpu_setup(arch, acc, "bf16", 65536.0, "vllm", 8, 1, 1).block_fp8_linear_floor_s == 0.0
+    qwen = load_model_registry()["qwen3-235b-a22b"]
+    assert gpu_setup(qwen, acc, "fp8", 65536.0, "vllm", 8, 1, 1).block_fp8_linear_floor_s == 0.0
+    a100 = gpu_figures(load_catalog().accelerator("a100-80gb"))
+    assert gpu_setup(arch, a100, "fp8", 65536.0, "vllm", 16, 1, 2).block_fp8_linear_floor_s == 0.0
+    assert gpu_setup(arch, acc, "fp8", 65536.0, "vllm-0.5", 8, 1, 1).block_fp8_linear_floor_s == 0.0
+
+
+def test_the_block_fp8_floor_reproduces_its_timing() -> None:
+    import csv
+
+    from benchmarks.moe_kernel_fit import DATA
+
+    b = engine_constants("vllm").block_fp8_linear
+    assert b is not None
+    rows = [r for r in csv.DictReader((DATA[0].parent / "block_fp8_dense_h200.csv").open())
+            if r["case"].startswith("bf8-") and int(r["M"]) <= 64]
+    assert len(rows) == 56
+    errors = sorted(abs(b.fixed_us + b.per_k_ns * 1e-3 * int(r["K"]) - float(r["linear_us"])) / float(r["linear_us"])
+                    for r in rows)
+    assert statistics.median(errors) < 0.12 and errors[-1] < 0.45
