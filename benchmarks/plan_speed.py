@@ -5,8 +5,9 @@ catalog.json against building it from the YAML/CSV sources). Targets: cold start
 
 The repeated in-process searches answer partly from the load model's caches (open_loop.slo_rate and the load
 points are cached on equal load models), so each example's first plan in a fresh process is printed as well: that
-is what a command pays. Times depend on the machine's load; `--instructions` adds the cold start's instruction
-count under valgrind's callgrind (repeatable to a few parts in 10^5 whatever the load; about a minute)."""
+is what a command pays (with the cycle collector paused, as the command pauses it). Times depend on the machine's
+load; `--instructions` adds the cold start's instruction count under valgrind's callgrind (repeatable to a few
+parts in 10^5 whatever the load; about a minute)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def cold_start_instructions() -> int | None:
 
 
 _FIRST_PLAN = """
-import json, sys, time
+import gc, json, sys, time
+gc.disable()  # as `infragen plan` does for the length of a command (infragen.cli.main)
 from pathlib import Path
 from infragen.catalog import load_catalog
 from infragen.catalog.models import resolve_model
@@ -83,7 +85,8 @@ print(json.dumps((time.process_time() - c) * 1000))
 
 def first_plan_cpu_ms(example: Path, runs: int = 3) -> float:
     """Median CPU ms of the first plan_workload in a fresh process (imports and catalog load excluded): no cache
-    of the load model is warm yet, as in a command."""
+    of the load model is warm yet and the cycle collector is paused, as in a command (with it running, its passes
+    over the imported modules' objects added about 4 % to light-api's first plan)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     out = [json.loads(subprocess.run([sys.executable, "-c", _FIRST_PLAN, str(example)], check=True,
                                      capture_output=True, text=True, cwd=ROOT, env=env).stdout)

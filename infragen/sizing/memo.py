@@ -90,17 +90,23 @@ class OpenLoopMemo:
     """open_loop.size_open_loop answered once per GPU-only question within one search (one spec): the sizes of a
     family that share their GPUs share the load model, the SLO rate and the replicas, as estimates do above."""
 
+    share_base: bool = False
+    """Whether the caller's largest-batch estimate is estimate()'s own (the search's default estimator), so the
+    load model may start from it instead of estimating the same again (`base` below)."""
     asked: int = 0
     computed: int = 0
     _memo: _GpuViewTable[OpenLoopSizing] = field(default_factory=_GpuViewTable)
 
-    def __call__(self, spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, **kw: Any) -> OpenLoopSizing:
+    def __call__(self, spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, *, base: Estimate | None = None,
+                 **kw: Any) -> OpenLoopSizing:
+        """`base`: estimate() of this layout at its largest batch (concurrency None) with the spec's request shape,
+        when the caller has it; used only under `share_base`. Not part of the key: the key decides it."""
         from infragen.sizing.open_loop import size_open_loop
 
         self.asked += 1
 
         def compute(view: Hardware) -> OpenLoopSizing:
             self.computed += 1
-            return size_open_loop(spec, model, view, **kw)
+            return size_open_loop(spec, model, view, base=base if self.share_base else None, **kw)
 
         return self._memo.answer(model, hw, kw, compute)

@@ -112,7 +112,7 @@ def slo_rate(load: LoadModel, slo: Slo) -> tuple[float, float, str | None, tuple
 
 
 def size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, *, precision: str, tp: int, pp: int,
-                   nodes: int, max_model_len: int, regime: str) -> OpenLoopSizing:
+                   nodes: int, max_model_len: int, regime: str, base: Estimate | None = None) -> OpenLoopSizing:
     """Replicas for traffic.peak_requests_per_s. The confidence factor is that of the regime at the peak's running
     batch: first guessed from `regime` (the layout at its largest batch), sized again when the peak's differs."""
     t = spec.traffic
@@ -120,7 +120,7 @@ def size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, *
     load = prepare_load(model, hw, precision=precision, kv_cache_dtype=spec.kv_cache_dtype, tp=tp, pp=pp,
                         nodes=nodes, input_len=t.prompt_tokens, output_len=t.output_tokens,
                         max_model_len=max_model_len, plan_flags=True,
-                        prefix_cache_hit_rate=t.prefix_cache_hit_rate)
+                        prefix_cache_hit_rate=t.prefix_cache_hit_rate, base=base)
     if not isinstance(load, LoadModel):
         return OpenLoopSizing(None, 0, 0, load.reason or "does not fit", math.inf, 1.0)
     factor = latency_factor(regime, spec.slo_confidence)

@@ -289,9 +289,10 @@ def _with_capacity(at_peak: Estimate, best: Estimate, spec: WorkloadSpec) -> Est
 def _size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
                     mml: int, top: Estimate, first: Estimate, memo: OpenLoopMemo | None = None) -> Sizing:
     """vLLM under traffic.peak_requests_per_s: the load model's fewest replicas (sizing/open_loop.py)."""
-    size = memo or open_loop.size_open_loop
-    ol = size(spec, model, hw, precision=layout.precision, tp=layout.tp, pp=layout.pp,
-              nodes=layout.nodes_per_replica, max_model_len=mml, regime=top.regime)
+    kw = {"precision": layout.precision, "tp": layout.tp, "pp": layout.pp, "nodes": layout.nodes_per_replica,
+          "max_model_len": mml, "regime": top.regime}
+    # The load model starts from `top` (the same question estimate() answers) where the memo knows it may.
+    ol = memo(spec, model, hw, base=top, **kw) if memo is not None else open_loop.size_open_loop(spec, model, hw, **kw)
     if ol.rejected is not None or ol.estimate is None:
         return Sizing(inst, hw, layout, None, 0, 0, ol.rejected or "does not fit", best_ttft_ms=first.ttft_ms,
                       best_tpot_ms=first.tpot_ms, miss=ol.miss, first=first, least_ms=ol.trickle_ms)
@@ -409,8 +410,10 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
     """Evaluate every candidate in scope; nothing is dropped without a reason."""
     allow, deny = set(spec.instance_families.allow), set(spec.instance_families.deny)
     result = SearchResult()
-    estimator = EstimateMemo(estimator)  # sizes and regions sharing their GPUs share estimates (sizing/memo.py)
-    open_loop_memo = OpenLoopMemo()  # and open-loop sizings
+    # Sizes and regions sharing their GPUs share estimates and open-loop sizings (sizing/memo.py); a load model
+    # starts from the search's largest-batch estimate when that is estimate()'s own.
+    open_loop_memo = OpenLoopMemo(share_base=estimator is default_estimator)
+    estimator = EstimateMemo(estimator)
     for cloud in spec.clouds():
         for inst in catalog.instances_for(cloud):
             fam = inst.family

@@ -162,16 +162,21 @@ def test_every_example_sizes_as_the_linear_scan_would(example: str, monkeypatch:
     assert _sizings(spec, model, catalog) == bisected
 
 
-def _sizings(spec: WorkloadSpec, model: Any, catalog: Any) -> list[tuple[Any, ...]]:
+def _sizings(spec: WorkloadSpec, model: Any, catalog: Any, estimator: Any = estimate) -> list[tuple[Any, ...]]:
     return [(c.sizing.instance.id, c.sizing.layout, c.sizing.batch, c.sizing.replicas, c.sizing.rejected,
              c.sizing.estimate, c.sizing.miss, c.sizing.first, c.sizing.least_ms, c.region, c.usd_per_hour, c.rejected)
-            for c in search(spec, model, catalog).candidates]
+            for c in search(spec, model, catalog, estimator).candidates]
 
 
 class _EveryNode:
-    """The open-loop sizing without the table: each full node (CPU, RAM, network and all) sized on its own."""
+    """The open-loop sizing without the table: each full node (CPU, RAM, network and all) sized on its own, its
+    load model starting from its own estimate (not the search's)."""
 
-    def __call__(self, spec: WorkloadSpec, model: Any, hw: Any, **kw: Any) -> open_loop.OpenLoopSizing:
+    def __init__(self, **_: Any) -> None:
+        pass
+
+    def __call__(self, spec: WorkloadSpec, model: Any, hw: Any, *, base: Any = None,
+                 **kw: Any) -> open_loop.OpenLoopSizing:
         return open_loop.size_open_loop(spec, model, hw, **kw)
 
 
@@ -184,7 +189,7 @@ def test_every_example_sizes_open_loop_as_each_full_node_would(example: str, mon
     model = resolve_model(spec.model, base_dir=path.parent, where="model")
     catalog = load_catalog()
     memos: list[OpenLoopMemo] = []
-    monkeypatch.setattr(SEARCH, "OpenLoopMemo", lambda: memos.append(OpenLoopMemo()) or memos[-1])
+    monkeypatch.setattr(SEARCH, "OpenLoopMemo", lambda **kw: memos.append(OpenLoopMemo(**kw)) or memos[-1])
     shared = _sizings(spec, model, catalog)
     monkeypatch.setattr(SEARCH, "OpenLoopMemo", _EveryNode)
     assert _sizings(spec, model, catalog) == shared
@@ -217,3 +222,24 @@ def test_the_advice_memo_keys_on_what_an_estimate_reads() -> None:
                  dataclasses.replace(view, network_gbps=(view.network_gbps or 1) / 2), view):
         memo(None, node, engine="vllm", nodes=2, tp=8, pp=2)  # type: ignore[arg-type]
     assert len(calls) == 3
+
+
+@pytest.mark.parametrize("example", ["team-chatbot.yaml", "light-api.yaml"])
+def test_load_models_start_from_the_searchs_largest_batch_estimate(example: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With estimate() as the search's estimator, a load model starts from the search's own estimate of the layout
+    at its largest batch (the question prepare_load would ask again); with any other estimator it asks estimate()
+    itself. The candidates are the same."""
+    from infragen.sizing import load_estimate
+
+    path = ROOT / "examples" / example
+    spec = load_spec(path)
+    model = resolve_model(spec.model, base_dir=path.parent, where="model")
+    catalog = load_catalog()
+    asked: list[int] = []
+    real = load_estimate.estimate
+    monkeypatch.setattr(load_estimate, "estimate", lambda *a, **kw: asked.append(1) or real(*a, **kw))
+    shared = _sizings(spec, model, catalog)
+    assert asked == []
+    assert _sizings(spec, model, catalog, lambda *a, **kw: estimate(*a, **kw)) == shared
+    assert len(asked) > 10
