@@ -77,6 +77,7 @@ from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<
 )
 from llama_bench_check import bench_rows, fit_measured_fraction  # benchmarks/ is not a package
 from llama_bench_check import report as llama_bench_report
+from llama_bench_check import target_lines as llama_target_lines
 
 #: Regimes with fewer rows than this get at least SMALL_SAMPLE_BAND (a percentile of 2 rows is not a band).
 MIN_BAND_ROWS = 10
@@ -560,7 +561,8 @@ def report_all(rows: bool) -> None:
         print(line)
     for line in current_vllm_report(outcomes):
         print(line)
-    for line in llama_bench_report(bench_rows()):
+    llama_rows = bench_rows()
+    for line in [*llama_bench_report(llama_rows), *llama_target_lines(llama_rows)]:
         print(line)
     print(f"\nunusable rows: {len(skipped)}")
     for reason in skipped[:8]:

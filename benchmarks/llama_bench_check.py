@@ -1,13 +1,15 @@
 """llama.cpp check on probed machines: `estimate --hardware <its probe>` against llama-bench run on that machine.
 
 Reads benchmarks/data/llama_bench/ (llama-bench -o json records written by llama_bench_cpu.py, the probed
-hardware file and the model's config.json); used by accuracy.py. Not fitted unless `fit_measured_fraction` is run.
+hardware file and the models' config.json); used by accuracy.py. Which rows fed which fitted figure: FITS (the
+fit functions recompute them; tests check that the data holds their result); every other row is independent.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,19 +18,39 @@ from infragen.catalog import load_catalog
 from infragen.catalog.hf_config import load_hf_config
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import load_hardware_file
-from infragen.sizing.memory import gguf_weight_bytes
+from infragen.sizing.memory import gguf_weight_bytes, param_groups
 
 DATA = Path(__file__).resolve().parent / "data" / "llama_bench"
 #: llama-bench's model type suffix -> infragen's GGUF precision name.
 PRECISION = {"F16": "fp16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
-#: Generation rows `cpu.measured_bandwidth_fraction` is fitted on: F16 streams its weights with no dequantization, so
-#: its tg rate is the plainest read of what generation gets of the probed bandwidth.
-FIT_PRECISIONS = ("fp16",)
-#: The weight type whose AVX2 kernel rates (performance.yaml cpu.avx2_weight_kernels) are fitted on its tg and pp rows.
-KERNEL_FIT_PRECISIONS = ("q8_0",)
-#: The run the fits use (the first, 2026-12-03); later runs (files with a tag) and the other rows of the first
-#: stay independent checks.
-FIT_RUN = ""
+#: The model shapes' config.json by file prefix (llama-bench-<shape>-<type>[-<tag>].json).
+CONFIGS = {"tinyllama": "tinyllama-1.1b-config.json", "llama3.2-3b": "llama-3.2-3b-config.json"}
+_FILE = re.compile(r"llama-bench-(?P<shape>.+?)-(?P<kind>f16|q8_0|q4_0)(?:-(?P<tag>.+))?")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Rows one fitted figure of performance.yaml's cpu section was fitted on (every other row is independent)."""
+
+    run: str
+    """The files' tag ('' for the first run, 2026-12-03)."""
+    shape: str
+    precisions: tuple[str, ...]
+    tests: tuple[str, ...]
+    """Test name prefixes: tg, pp."""
+    figure: str
+
+
+#: cpu.measured_bandwidth_fraction: the first run's F16 tg (F16 streams its weights with no dequantization, so its
+#: tg rate is the plainest read of what generation gets of the probed bandwidth). cpu.weight_kernels: the AVX2 set on
+#: that run's Q8_0 rows, the AVX-512 set on the 2026-12-04 run's six rows (TinyLlama shapes). Later runs (other
+#: tags, other shapes) and the other rows of the first stay independent checks: never fitted.
+FITS = (
+    Fit("", "tinyllama", ("fp16",), ("tg",), "cpu.measured_bandwidth_fraction"),
+    Fit("", "tinyllama", ("q8_0",), ("tg", "pp"), "cpu.weight_kernels (x86_64 AVX2 without AVX-512)"),
+    Fit("2026-12-04", "tinyllama", ("fp16", "q8_0", "q4_0"), ("tg", "pp"),
+        "cpu.weight_kernels (x86_64 AVX-512 without AMX)"),
+)
 #: The issue's target for llama.cpp decode on this machine.
 TARGET = 0.20
 
@@ -52,6 +74,14 @@ class BenchRow:
     run: str = ""
     """The file's tag ('' for the first run, else the suffix after the type, e.g. '2026-12-04')."""
     date: str = ""
+    shape: str = "tinyllama"
+    load: tuple[float, ...] = ()
+    """1-minute load average before and after the file's runs (the machine is shared)."""
+    clock_ghz: float = 0.0
+    """The probed clock the row was predicted with."""
+    active_params: float = 0.0
+    machine: str = ""
+    """The probed CPU's microarchitecture (the VM behind this project changes between sessions)."""
 
     @property
     def error(self) -> float:
@@ -62,14 +92,19 @@ def bench_rows(data: Path = DATA) -> list[BenchRow]:
     """Every llama-bench result stored in `data`, predicted with estimate() on the probed hardware file."""
     if not (data / "machine.yaml").is_file():
         return []
-    model = load_hf_config(data / "tinyllama-1.1b-config.json")
     rows: list[BenchRow] = []
     for path in sorted(data.glob("llama-bench-*.json")):
+        m = _FILE.fullmatch(path.stem)
+        if m is None:
+            continue
         record = json.loads(path.read_text())
-        kind = path.stem.split("-")[3]  # llama-bench-tinyllama-<type>[-<tag>]
-        tag = path.stem.split(f"-{kind}", 1)[1].lstrip("-")
+        shape, tag = m["shape"], m["tag"] or ""
+        model = load_hf_config(data / CONFIGS[shape])
+        active = float(param_groups(model).active())
         # each run is predicted on the probe of the machine it ran on (the VM behind this project changes)
         hw = load_hardware_file(data / record.get("hardware_file", "machine.yaml"), load_catalog())
+        clock = float(hw.cpu.sustained_clock_ghz or 0.0) if hw.cpu else 0.0
+        machine = str(hw.cpu.microarchitecture) if hw.cpu else ""
         for r in record["results"]:
             precision = PRECISION[r["model_type"].split()[-1]]
             if r["n_gen"] > 0:
@@ -82,26 +117,37 @@ def bench_rows(data: Path = DATA) -> list[BenchRow]:
                 predicted, test = r["n_prompt"] / (est.ttft_ms / 1e3), f"pp{r['n_prompt']}"
             best = max(r.get("samples_ts") or [r["avg_ts"]])
             rows.append(BenchRow(precision, test, best, r["avg_ts"], r["stddev_ts"], predicted, r["model_size"],
-                                 gguf_weight_bytes(model, precision), r["n_threads"], tag, record.get("date", "")))
+                                 gguf_weight_bytes(model, precision), r["n_threads"], tag, record.get("date", ""),
+                                 shape, tuple(record.get("load_average_before_after", ())), clock, active,
+                                 machine))
     return rows
 
 
+def fed(row: BenchRow) -> str | None:
+    """The figure `row` was fitted into, None for an independent row."""
+    for f in FITS:
+        if (row.run, row.shape) == (f.run, f.shape) and row.precision in f.precisions \
+                and row.test.startswith(f.tests):
+            return f.figure
+    return None
+
+
 def report(rows: list[BenchRow]) -> list[str]:
-    """Lines for accuracy.py: each result, and the median error per test."""
+    """Lines for accuracy.py: each result, and the median error per test of the independent rows."""
     if not rows:
         return ["\nllama.cpp on this machine: no llama-bench records in benchmarks/data/llama_bench/"]
     lines = ["\nllama.cpp check on the probed machines (benchmarks/data/llama_bench/, `estimate --hardware` with each "
-             "run's probe (2026-12-03: machine.yaml, AVX2; 2026-12-04: machine-2026-12-04.yaml, AVX-512) vs "
-             "llama-bench -o json; TinyLlama-1.1B shapes):"]
+             "run's probe (2026-12-03: machine.yaml, AVX2; 2026-12-04: machine-2026-12-04*.yaml, AVX-512) vs "
+             "llama-bench -o json; load = 1-minute load average before/after the type's runs on the shared machine):"]
     for r in rows:
-        role = "fitted" if fitted(r) or kernel_fitted(r) else "independent"
-        lines.append(f"  {r.date[:10]:<10} {r.precision:<5} {r.test:<6} {role:<11} measured best "
-                     f"{r.measured_tokens_per_s:7.1f} (mean "
-                     f"{r.mean_tokens_per_s:6.1f} +- {r.stddev_tokens_per_s:4.1f}) t/s  predicted "
-                     f"{r.predicted_tokens_per_s:7.1f} ({r.error:+.0%})"
+        role = "fitted" if fed(r) else "independent"
+        load = "/".join(f"{x:.1f}" for x in r.load) or "?"
+        lines.append(f"  {r.date[:10]:<10} {r.shape:<11} {r.precision:<5} {r.test:<6} {role:<11} load {load:<8} "
+                     f"measured best {r.measured_tokens_per_s:7.1f} (mean {r.mean_tokens_per_s:6.1f} +- "
+                     f"{r.stddev_tokens_per_s:4.1f}) t/s  predicted {r.predicted_tokens_per_s:7.1f} ({r.error:+.0%})"
                      f"  file {r.file_bytes / 1e9:.3f} GB, model {r.predicted_file_bytes / 1e9:.3f} GB")
     for test in sorted({r.test for r in rows}):
-        errs = [r.error for r in rows if r.test == test and not fitted(r) and not kernel_fitted(r)]
+        errs = [r.error for r in rows if r.test == test and not fed(r)]
         if not errs:
             continue
         inside = sum(abs(e) <= TARGET for e in errs)
@@ -111,30 +157,58 @@ def report(rows: list[BenchRow]) -> list[str]:
     return lines
 
 
+def target_lines(rows: list[BenchRow]) -> list[str]:
+    """The issue's target on this machine (the CPU of the newest run): decode (tg) of the newest never-fitted run
+    on it, with its probe, within +-20 %."""
+    if not rows:
+        return []
+    machine = max(rows, key=lambda r: r.date).machine
+    independent = [r for r in rows if not fed(r) and r.machine == machine]
+    head = f"\nllama.cpp decode on this machine ({machine}) against the issue's target (within +-{TARGET:.0%} of " \
+           "llama-bench, probed hardware file)"
+    if not independent:
+        return [head + ": no never-fitted run on it yet, target not checked"]
+    newest = max(independent, key=lambda r: r.date).run
+    mine = [r for r in independent if r.run == newest]
+    tg = [r for r in mine if r.test.startswith("tg")]
+    inside = sum(abs(r.error) <= TARGET for r in tg)
+    load = sorted({x for r in mine for x in r.load})
+    when = f"load average {load[0]:.1f}-{load[-1]:.1f}" if load else "load not recorded"
+    lines = [f"{head}; newest run '{newest}', {mine[0].date[:10]}, never fitted, {when}:"]
+    for r in sorted(mine, key=lambda r: (r.shape, r.test, r.precision)):
+        mark = "" if not r.test.startswith("tg") else ("  within" if abs(r.error) <= TARGET else "  MISSED")
+        lines.append(f"  {r.shape:<11} {r.precision:<5} {r.test:<6} measured {r.measured_tokens_per_s:7.1f} t/s "
+                     f"predicted {r.predicted_tokens_per_s:7.1f} ({r.error:+.0%}){mark}")
+    verdict = "met" if tg and inside == len(tg) else "not met"
+    lines.append(f"  decode (tg) within +-{TARGET:.0%}: {inside} of {len(tg)}: target {verdict}")
+    return lines
+
+
 def fitted(row: BenchRow) -> bool:
     """Whether `row` fed cpu.measured_bandwidth_fraction."""
-    return row.run == FIT_RUN and row.test.startswith("tg") and row.precision in FIT_PRECISIONS
+    return fed(row) == FITS[0].figure
 
 
-def kernel_fitted(row: BenchRow) -> bool:
-    """Whether `row` fed cpu.avx2_weight_kernels."""
-    return row.run == FIT_RUN and row.precision in KERNEL_FIT_PRECISIONS
+def fit_kernels(rows: list[BenchRow], fit: Fit, current: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """A cpu.weight_kernels set's figures by type from the rows of `fit`.
 
-
-def fit_kernel(rows: list[BenchRow], clock_ghz: float, active_params: float,
-               current: dict[str, float]) -> dict[str, float]:
-    """avx2_weight_kernels figures of the fitted type from its rows of the fit run.
-
-    generation_weights_per_cycle_per_core: the tg rate as a compute floor (active weights x tokens/s over threads
-    x clock: the probed machine's bandwidth would allow more); prompt_flops_factor: the pp rate over what the
-    model predicts for it without the factor (`current` is the factor the rows were predicted with).
+    generation_weights_per_cycle_per_core: where the tg rate is below what the model predicts without it, the
+    rate as a compute floor (active weights x tokens/s over threads x clock); prompt_flops_factor: the pp rate over
+    the model's (`current`: the figures the rows were predicted with, by type).
     """
-    tg = next(r for r in rows if kernel_fitted(r) and r.test.startswith("tg"))
-    pp = next(r for r in rows if kernel_fitted(r) and r.test.startswith("pp"))
-    return {"generation_weights_per_cycle_per_core": active_params * tg.measured_tokens_per_s
-            / (tg.threads * clock_ghz * 1e9),
-            "prompt_flops_factor": current["prompt_flops_factor"] * pp.measured_tokens_per_s
-            / pp.predicted_tokens_per_s}
+    out: dict[str, dict[str, float]] = {}
+    for precision in fit.precisions:
+        mine = [r for r in rows if fed(r) == fit.figure and r.precision == precision and r.run == fit.run]
+        tg = next(r for r in mine if r.test.startswith("tg"))
+        pp = next(r for r in mine if r.test.startswith("pp"))
+        cur = current.get(precision, {})
+        figures = {"prompt_flops_factor": cur.get("prompt_flops_factor", 1.0) * pp.measured_tokens_per_s
+                   / pp.predicted_tokens_per_s}
+        floor = tg.active_params * tg.measured_tokens_per_s / (tg.threads * tg.clock_ghz * 1e9)
+        if cur.get("generation_weights_per_cycle_per_core") or tg.error > 0:
+            figures["generation_weights_per_cycle_per_core"] = floor
+        out[precision] = figures
+    return out
 
 
 def fit_measured_fraction(rows: list[BenchRow], current: float) -> float:

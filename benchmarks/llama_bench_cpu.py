@@ -1,13 +1,13 @@
-"""llama.cpp on this machine: write TinyLlama-1.1B-shaped GGUF files, run llama-bench, keep its JSON as data.
+"""llama.cpp on this machine: write Llama-shaped GGUF files, run llama-bench, keep its JSON as data.
 
-Steps (each writes under benchmarks/data/llama_bench/ or --work):
+Steps (each writes under benchmarks/data/llama_bench/ or --work; --shape tinyllama (default) or llama3.2-3b):
   python -m benchmarks.llama_bench_cpu gguf --work DIR   # F16, random weights (benchmarks/llama_gguf.py)
   llama-quantize DIR/tinyllama-f16.gguf DIR/tinyllama-q8_0.gguf Q8_0   (and Q4_0; the pinned llama.cpp's tool)
   python -m benchmarks.llama_bench_cpu run --work DIR --llama-bench PATH --hardware machine.yaml
 `run` stores one JSON per type (llama-bench -o json output as printed, plus the command, the machine and its
 load average), which benchmarks/accuracy.py compares with `estimate --hardware`. Decode speed does not depend on
-the weights' values, so random weights stand in for the real checkpoint; the shapes are TinyLlama-1.1B's
-(config.json next to the results).
+the weights' values, so random weights stand in for the real checkpoint; the shapes are in the config.json next
+to the results (SHAPES).
 """
 
 from __future__ import annotations
@@ -24,13 +24,21 @@ from pathlib import Path
 from benchmarks.llama_gguf import write_llama_gguf
 
 DATA = Path(__file__).resolve().parent / "data" / "llama_bench"
-CONFIG = json.loads((DATA / "tinyllama-1.1b-config.json").read_text())
+#: Model shapes: file prefix -> (config.json next to the results, the GGUF's general.name, what the shapes are).
+SHAPES = {
+    "tinyllama": ("tinyllama-1.1b-config.json", "tinyllama-1.1b-shapes-random", "TinyLlama-1.1B shapes"),
+    "llama3.2-3b": ("llama-3.2-3b-config.json", "llama3.2-3b-shapes-random",
+                    "Llama-3.2-3B layer shapes (3072 hidden, 28 layers, 24/8 heads, 8192 FFN, 128,256 vocabulary) "
+                    "with an untied output matrix (3.6B weights)"),
+}
+CONFIG = json.loads((DATA / SHAPES["tinyllama"][0]).read_text())
 TYPES = ("f16", "q8_0", "q4_0")
 
 
-def write_f16(path: Path, seed: int = 0) -> Path:
-    """TinyLlama-1.1B shapes, random F16 matrices and F32 norms (what convert_hf_to_gguf writes for --outtype f16)."""
-    return write_llama_gguf(path, CONFIG, name="tinyllama-1.1b-shapes-random", matrix_type="f16", vocab="numbered",
+def write_f16(path: Path, seed: int = 0, shape: str = "tinyllama") -> Path:
+    """`shape`'s shapes, random F16 matrices and F32 norms (what convert_hf_to_gguf writes for --outtype f16)."""
+    config = CONFIG if shape == "tinyllama" else json.loads((DATA / SHAPES[shape][0]).read_text())
+    return write_llama_gguf(path, config, name=SHAPES[shape][1], matrix_type="f16", vocab="numbered",
                             seed=seed)
 
 
@@ -42,13 +50,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def run(work: Path, llama_bench: Path, hardware: Path, threads: int, repetitions: int, tag: str = "") -> None:
+def run(work: Path, llama_bench: Path, hardware: Path, threads: int, repetitions: int, tag: str = "",
+        shape: str = "tinyllama", types: tuple[str, ...] = TYPES) -> None:
     """llama-bench -o json per type; the JSON is stored with how and where it was produced."""
     import yaml
 
     machine = yaml.safe_load(hardware.read_text())
-    for kind in TYPES:
-        model = work / f"tinyllama-{kind}.gguf"
+    for kind in types:
+        model = work / f"{shape}-{kind}.gguf"
         cmd = [str(llama_bench), "-m", str(model), "-p", "512", "-n", "128", "-t", str(threads),
                "-r", str(repetitions), "-o", "json"]
         load_before = os.getloadavg()
@@ -60,12 +69,13 @@ def run(work: Path, llama_bench: Path, hardware: Path, threads: int, repetitions
             "hardware_file": hardware.name,
             "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
             "model_sha256": _sha256(model),
-            "model_note": "TinyLlama-1.1B shapes (tinyllama-1.1b-config.json), random weights; F16 written with "
+            "model_config": SHAPES[shape][0],
+            "model_note": f"{SHAPES[shape][2]} ({SHAPES[shape][0]}), random weights; F16 written with "
                           "the gguf package, Q8_0/Q4_0 made from it by the same build's llama-quantize",
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "results": json.loads(out),
         }
-        dest = DATA / f"llama-bench-tinyllama-{kind}{'-' + tag if tag else ''}.json"
+        dest = DATA / f"llama-bench-{shape}-{kind}{'-' + tag if tag else ''}.json"
         dest.write_text(json.dumps(record, indent=1) + "\n")
         print(f"{dest}: " + ", ".join(f"{r['n_prompt']}/{r['n_gen']}: {r['avg_ts']:.1f} t/s "
                                       f"(best {max(r['samples_ts']):.1f})"
@@ -81,14 +91,17 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repetitions", type=int, default=5)
     ap.add_argument("--tag", default="", help="suffix of the result files (a later run beside the first; run)")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="tinyllama", help="model shapes (SHAPES)")
+    ap.add_argument("--types", default=",".join(TYPES), help="weight types to run, comma-separated (run)")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.step == "gguf":
-        print(write_f16(args.work / "tinyllama-f16.gguf"))
+        print(write_f16(args.work / f"{args.shape}-f16.gguf", shape=args.shape))
     else:
         if args.llama_bench is None:
             ap.error("run needs --llama-bench")
-        run(args.work, args.llama_bench, args.hardware, args.threads, args.repetitions, args.tag)
+        run(args.work, args.llama_bench, args.hardware, args.threads, args.repetitions, args.tag, args.shape,
+            tuple(args.types.split(",")))
 
 
 if __name__ == "__main__":

@@ -82,15 +82,34 @@ def simd_features(flags: frozenset[str]) -> list[str]:
     return [name for name, flag in _SIMD_FLAGS if flag in flags]
 
 
-def fp32_flops_per_cycle(flags: frozenset[str]) -> tuple[int | None, str]:
+#: AVX-512 FP32 FLOP/cycle/core by vendor and x86 family (two FMA pipes x their width x 2), with where it was read;
+#: the pipe count and width are not probed (flags do not show them).
+_AVX512_FLOPS: tuple[tuple[str, int | None, int, str], ...] = (
+    ("amd", 25, 32, "Zen 4 runs 512-bit instructions on pairs of its two 256-bit FMA pipes: 8 fp32 lanes x 2 (FMA) "
+                    "x 2 (cpus.yaml epyc-genoa and its sources)"),
+    ("amd", 26, 64, "Zen 5 widened the FMA pipes to 512 bits: 16 fp32 lanes x 2 (FMA) x 2 (numberworld.org "
+                    "'Zen5's AVX512 Teardown', 2024; mobile Zen 5 parts keep 256-bit pipes: 32 there)"),
+    ("intel", None, 64, "Xeon Scalable cores have two 512-bit FMA units: 16 fp32 lanes x 2 (FMA) x 2 (cpus.yaml's "
+                        "Skylake to Sapphire Rapids Xeons; some Silver/Bronze and client parts have one: 32)"),
+)
+
+
+def fp32_flops_per_cycle(flags: frozenset[str], vendor: str = "", family: int | None = None) -> tuple[int | None, str]:
     """FP32 FLOP/cycle/core from the vector width the flags show, and how it was derived.
 
-    Only the width is probed; two FMA pipes are assumed (Zen 2-5, Skylake and later server cores have two
-    256-bit FMA pipes; Zen 4 runs AVX-512 on them double-pumped), so AVX2 and AVX-512 both give 32.
+    AVX2 (no AVX-512): 8 fp32 lanes x 2 (FMA) x two FMA pipes (Zen 2-5, Haswell and later: assumed, not probed).
+    AVX-512: depends on how wide the FMA pipes are, which the flags do not show: by vendor and family
+    (_AVX512_FLOPS; Zen 4 32, Zen 5 and Intel Xeons 64); an AVX-512 CPU not in that table is left out.
     """
-    if "fma" in flags and "avx2" in flags:
+    if "fma" not in flags or "avx2" not in flags:
+        return None, "no AVX2+FMA flag: FP32 FLOP/cycle not derived; fill in fp32_flops_per_cycle_per_core"
+    if "avx512f" not in flags:
         return 32, "8 fp32 lanes (AVX2) x 2 (FMA) x 2 FMA pipes (pipe count assumed, not probed)"
-    return None, "no AVX2+FMA flag: FP32 FLOP/cycle not derived; fill in fp32_flops_per_cycle_per_core"
+    for who, fam, flops, how in _AVX512_FLOPS:
+        if vendor == who and (fam is None or fam == family):
+            return flops, f"{how}; assumed from the vendor and family, not probed"
+    return None, (f"AVX-512 on {vendor or 'this vendor'} family {family}: FMA pipe width unknown, FP32 FLOP/cycle "
+                  "not derived; fill in fp32_flops_per_cycle_per_core")
 
 
 def last_level_cache_bytes(sys_cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int | None:
@@ -170,7 +189,8 @@ def memory_gib(meminfo: str) -> float | None:
 
 def hardware_document(info: CpuInfo, bw: Bandwidth, mem_gib: float | None, today: str) -> dict[str, Any]:
     """The `--hardware` YAML document (HardwareFile fields) for a probed CPU machine."""
-    flops, flops_how = fp32_flops_per_cycle(info.flags)
+    family = info.family_model.split()[1] if info.family_model.startswith("family ") else ""
+    flops, flops_how = fp32_flops_per_cycle(info.flags, info.vendor, int(family) if family.isdigit() else None)
     arch = "arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64"
     cpu: dict[str, Any] = {
         "id": "probed-" + "-".join(info.model_name.lower().replace("(r)", "").replace("(tm)", "").split())[:40],

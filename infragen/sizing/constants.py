@@ -168,10 +168,25 @@ class WeightKernel(_Frozen):
     """What the pinned llama.cpp's CPU kernels for one GGUF weight type reach (fitted, see the cpu section)."""
 
     generation_weights_per_cycle_per_core: float | None = Field(default=None, gt=0)
-    """Weights one core multiplies per clock cycle in a generation step (matrix-vector): a compute floor under
-    the bandwidth time; None: none measured (bandwidth-bound)."""
-    prompt_flops_factor: float = Field(default=1.0, gt=0, le=1)
-    """Prompt processing's share of prompt_flops_fraction's rate with this type (1: as F16)."""
+    """Weights one core multiplies per clock cycle in the matrix-vector kernel (a step of one generating slot): a
+    compute floor under the bandwidth time; None: none measured (bandwidth-bound)."""
+    prompt_flops_factor: float = Field(default=1.0, gt=0, le=4)
+    """The batched (matrix-matrix) kernels' rate as a multiple of prompt_flops_fraction's FP32 rate (1: that rate).
+    Above 1 where int8 dot products beat FP32 FMAs: a 256-bit VNNI vpdpbusd does 32 int8 multiply-adds, an FMA 8,
+    so 4 is the bound."""
+
+
+class WeightKernelSet(_Frozen):
+    """The pinned llama.cpp's kernel rates on one class of CPU, per GGUF weight type (`precision` names)."""
+
+    arch: str
+    simd_all: list[str]
+    """SIMD features (CpuModel.simd names) the CPU must have."""
+    simd_none: list[str] = Field(default_factory=list)
+    """SIMD features it must not have (they select other kernels)."""
+    types: dict[str, WeightKernel]
+    fitted_on: str
+    """Rows, source, and why these kernels run there."""
 
 
 class CpuConstants(_Frozen):
@@ -189,11 +204,9 @@ class CpuConstants(_Frozen):
     """Fraction of a measured (hardware probe) read bandwidth token generation sustains."""
     fitted_on: str
     """Rows used."""
-    avx2_weight_kernels: dict[str, WeightKernel] = Field(default_factory=dict)
-    """GGUF types whose kernels in the pinned llama.cpp are slower than the bandwidth/FP32 model on x86 CPUs with
-    AVX2 and no AVX-512 (by type)."""
-    avx2_weight_kernels_fitted_on: str = ""
-    """Rows and source of avx2_weight_kernels."""
+    weight_kernels: list[WeightKernelSet] = Field(default_factory=list)
+    """Per-type kernel rates of the pinned llama.cpp by CPU class; the first set whose arch and SIMD match applies
+    (a CPU matching none, or a type a set does not list, is modelled by the bandwidth/FP32 terms alone)."""
 
 
 class UncertaintyBand(_Frozen):

@@ -99,15 +99,20 @@ def effective_bandwidth(s: CpuSetup) -> float:
 
 
 def weight_kernel(s: CpuSetup, weight_type: str | None) -> WeightKernel | None:
-    """The pinned llama.cpp's kernel figures for `weight_type` on this CPU, when they differ from F16's.
+    """The pinned llama.cpp's kernel figures for `weight_type` on this CPU (performance.yaml cpu.weight_kernels).
 
-    Only x86 with AVX2 and no AVX-512, where they were measured: ggml-cpu/repack.cpp repacks Q8_0 for ARM
-    (dotprod/i8mm) and RISC-V, not for x86, so there Q8_0 runs the plain per-row vec_dot path while Q4_0 gets the
-    interleaved q4_0_8x8 kernels. AVX-512 CPUs run other paths (VNNI): not modelled per type (see the docs).
+    The first kernel set whose arch and SIMD features match the CPU's applies: the kernels ggml-cpu picks depend on
+    them (repack.cpp repacks Q4_0 into q4_0_8x8 on any AVX2 CPU but Q8_0 only on ARM and RISC-V; AVX-512 builds
+    run 512-bit F16 GEMMs and VNNI int8 dot products; AMX CPUs hand Q4_0/Q8_0 to the AMX buffer type). None: no
+    set or no figures for the type (the bandwidth/FP32 terms alone), or `weight_type` None (other llama.cpp builds).
     """
-    if weight_type is None or s.arch != "x86_64" or "avx512" in s.simd or "avx2" not in s.simd:
+    if weight_type is None:
         return None
-    return load_constants().cpu.avx2_weight_kernels.get(weight_type)
+    have = set(s.simd)
+    for kernels in load_constants().cpu.weight_kernels:
+        if s.arch == kernels.arch and have.issuperset(kernels.simd_all) and not have.intersection(kernels.simd_none):
+            return kernels.types.get(weight_type)
+    return None
 
 
 def prompt_s(s: CpuSetup, active_params: float, tokens: int, attn_flops: float = 0.0,
@@ -121,19 +126,25 @@ def prompt_s(s: CpuSetup, active_params: float, tokens: int, attn_flops: float =
 
 
 def generation_step_s(
-    s: CpuSetup, weight_bytes: float, active_params: float, kv_bytes_read: float, batch: int,
+    s: CpuSetup, weight_bytes: float, active_params: float, kv_bytes_read: float, batch: float,
     weight_type: str | None = None,
 ) -> float:
-    """One generation step for `batch` slots: weights streamed once, each slot's KV read, compute floors (the
-    SIMD rate, and the weight type's matrix-vector kernel rate where it is slower)."""
+    """One generation step for `batch` slots: weights streamed once, each slot's KV read, and the compute.
+
+    Compute: the batch's FLOPs at the prompt rate (the weight type's batched kernels: llamafile's sgemm takes two
+    rows or more, the repacked q4_0_8x8 GEMM four), and never less than one row through the type's matrix-vector
+    kernel where its rate is known (a lone slot runs it; more slots share a GEMM, which costs less per row; two or
+    three Q4_0 rows, which ggml runs through that kernel one by one, are taken at the GEMM rate: monotone in the
+    batch, as the planner's bisection needs). A mean batch below one (the load model's) still runs one GEMV: the
+    step that decodes a request carries that request."""
     c = load_constants().cpu
     t_memory = (weight_bytes + kv_bytes_read) / effective_bandwidth(s)
-    t_compute = 2.0 * active_params * batch / (s.flops_per_s * c.prompt_flops_fraction)
     k = weight_kernel(s, weight_type)
-    t_kernel = 0.0
-    if k is not None and k.generation_weights_per_cycle_per_core and s.clock_hz:
-        t_kernel = active_params * batch / (s.threads * s.clock_hz * k.generation_weights_per_cycle_per_core)
-    return max(t_memory, t_compute, t_kernel)
+    t_compute = 2.0 * active_params * batch / (s.flops_per_s * c.prompt_flops_fraction
+                                               * (k.prompt_flops_factor if k else 1.0))
+    if k is not None and k.generation_weights_per_cycle_per_core and s.clock_hz and batch > 0:
+        t_compute = max(t_compute, active_params / (s.threads * s.clock_hz * k.generation_weights_per_cycle_per_core))
+    return max(t_memory, t_compute)
 
 
 @dataclass(frozen=True)

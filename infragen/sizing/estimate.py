@@ -432,7 +432,8 @@ def _estimate_llama_cpp(
     weights = mem.weights_gib_per_gpu * GIB
     kv_read = conc * (input_len + output_len / 2) * mem.kv_cache_bytes_per_token
     step = generation_step_s(s, weights, active, kv_read, conc, kind) / decode_factor
-    per_token = generation_step_s(s, 0.0, active, 0.0, 1, kind) / decode_factor  # compute alone, one slot
+    # compute alone, per slot of a full batch (the type's GEMM; one slot: its matrix-vector kernel)
+    per_token = generation_step_s(s, 0.0, active, 0.0, conc, kind) / decode_factor / conc
     if (decode_factor, prefill_factor) != (1.0, 1.0):
         notes.append(_calibration_note(decode_factor, prefill_factor))
     # llama-server puts the other slots' prompt tokens in the same batches as the generating tokens: in a closed

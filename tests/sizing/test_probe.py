@@ -135,3 +135,20 @@ def test_cli_probe_writes_a_file_estimate_accepts(tmp_path: Path, capsys: pytest
     hw = load_hardware_file(path, load_catalog())
     assert hw.measured_memory_bandwidth_gb_per_s is not None and hw.measured_memory_bandwidth_gb_per_s > 0
     assert hw.physical_cores is not None and hw.physical_cores >= 1
+
+
+@pytest.mark.parametrize(("vendor_id", "family", "flags", "flops"), [
+    ("AuthenticAMD", 25, "fma avx2", 32),            # Zen 3, AVX2 (this project's 2026-12-03 VM)
+    ("AuthenticAMD", 25, "fma avx2 avx512f", 32),    # Zen 4: AVX-512 double-pumped on 256-bit pipes
+    ("AuthenticAMD", 26, "fma avx2 avx512f", 64),    # Zen 5: 512-bit pipes
+    ("GenuineIntel", 6, "fma avx2 avx512f", 64),     # Xeon Scalable: two 512-bit FMA units
+    ("GenuineIntel", 6, "fma avx2", 32),
+    ("HygonGenuine", 24, "fma avx2 avx512f", None),  # AVX-512 of unknown width: never guessed
+])
+def test_fp32_flops_per_cycle_follow_the_fma_pipe_width(vendor_id: str, family: int, flags: str,
+                                                        flops: int | None) -> None:
+    text = X86.replace("AuthenticAMD", vendor_id).replace("cpu family\t: 25", f"cpu family\t: {family}") \
+        .replace("fpu sse2 avx fma avx2 f16c", f"fpu sse2 avx f16c {flags}")
+    doc = hardware_document(parse_cpuinfo(text), BW, 23.5, "2026-12-04")
+    assert doc["cpu"].get("fp32_flops_per_cycle_per_core") == flops
+    assert ("not probed" in doc["cpu"]["source"]) == (flops is not None)
