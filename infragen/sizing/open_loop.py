@@ -1,5 +1,5 @@
-"""Open-loop sizing of one vLLM layout: the largest per-replica arrival rate whose TTFT p99, TPOT and E2E p99 meet
-the SLOs at the workload's confidence (the load model, load.py), and the fewest replicas for the peak.
+"""Open-loop sizing of one vLLM layout or llama-server: the largest per-replica arrival rate whose TTFT p99, TPOT and
+E2E p99 meet the SLOs at the workload's confidence (the load model, load.py), and the fewest replicas for the peak.
 
 No search over layouts and no pricing (search.py); pure and cached on hashable inputs.
 """
@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from infragen.architecture import ModelArchitecture
 from infragen.sizing.load import LoadPoint
-from infragen.sizing.load_estimate import LoadModel, prepare_load
+from infragen.sizing.load_estimate import LoadModel, prepare_llama_cpp_load, prepare_load
 from infragen.sizing.types import Estimate, Hardware
 from infragen.sizing.uncertainty import latency_factor, relative_band
 from infragen.spec import WorkloadSpec
@@ -112,15 +112,23 @@ def slo_rate(load: LoadModel, slo: Slo) -> tuple[float, float, str | None, tuple
 
 
 def size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, *, precision: str, tp: int, pp: int,
-                   nodes: int, max_model_len: int, regime: str, base: Estimate | None = None) -> OpenLoopSizing:
+                   nodes: int, max_model_len: int, regime: str, base: Estimate | None = None,
+                   engine: str = "vllm") -> OpenLoopSizing:
     """Replicas for traffic.peak_requests_per_s. The confidence factor is that of the regime at the peak's running
-    batch: first guessed from `regime` (the layout at its largest batch), sized again when the peak's differs."""
+    batch: first guessed from `regime` (the layout at its largest batch), sized again when the peak's differs.
+
+    llama.cpp: llama-server with the slots the plan renders at most (what the RAM holds, up to 16) and its default
+    --batch-size, as `estimate --rate` models it; the plan's --parallel is then the slots the SLO rate needs."""
     t = spec.traffic
     assert t.peak_requests_per_s is not None
-    load = prepare_load(model, hw, precision=precision, kv_cache_dtype=spec.kv_cache_dtype, tp=tp, pp=pp,
-                        nodes=nodes, input_len=t.prompt_tokens, output_len=t.output_tokens,
-                        max_model_len=max_model_len, plan_flags=True,
-                        prefix_cache_hit_rate=t.prefix_cache_hit_rate, base=base)
+    if engine == "llama.cpp":
+        load = prepare_llama_cpp_load(model, hw, precision=precision, input_len=t.prompt_tokens,
+                                      output_len=t.output_tokens, max_model_len=max_model_len)
+    else:
+        load = prepare_load(model, hw, precision=precision, kv_cache_dtype=spec.kv_cache_dtype, tp=tp, pp=pp,
+                            nodes=nodes, input_len=t.prompt_tokens, output_len=t.output_tokens,
+                            max_model_len=max_model_len, plan_flags=True,
+                            prefix_cache_hit_rate=t.prefix_cache_hit_rate, base=base)
     if not isinstance(load, LoadModel):
         return OpenLoopSizing(None, 0, 0, load.reason or "does not fit", math.inf, 1.0)
     factor = latency_factor(regime, spec.slo_confidence)

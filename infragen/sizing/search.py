@@ -220,35 +220,29 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
         return reject(exc.message)
     if not top.fits or top.max_concurrency < 1:
         return reject(top.reason or "does not fit", miss=_memory_miss(hw, layout, top, mml))
-    if t.peak_requests_per_s is not None and layout.engine == "vllm":
-        return _size_open_loop(spec, model, inst, hw, layout, mml, top, run(1), open_loop_memo)
+    if t.peak_requests_per_s is not None:
+        # llama.cpp on a CPU host: no GPU-only view to share, each node is sized on its own
+        return _size_open_loop(spec, model, inst, hw, layout, mml, top, run(1),
+                               open_loop_memo if layout.engine == "vllm" else None)
     levels = sorted({b for b in BATCH_LEVELS if b < top.max_concurrency} | {top.max_concurrency})
     first, best = largest_meeting_batch(levels, run, lambda est: _meets(spec, est) is None)
     if best is None:
         return reject(f"at batch 1: {_meets(spec, first)}", best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms,
                       miss=_slo_miss(spec, first), first=first)
     batch = best.concurrency
-    if t.concurrent_users is not None:
-        replicas = queueing.replicas_for_users(t.concurrent_users, batch, spec.min_replicas,
-                                               e2e_s=best.e2e_ms / 1000.0, think_time_s=t.think_time_s)
-        runs: dict[int, Estimate] = {batch: best}
+    assert t.concurrent_users is not None  # a peak rate took the open loop above (spec: one of the two)
+    replicas = queueing.replicas_for_users(t.concurrent_users, batch, spec.min_replicas,
+                                           e2e_s=best.e2e_ms / 1000.0, think_time_s=t.think_time_s)
+    runs: dict[int, Estimate] = {batch: best}
 
-        def e2e_s_at(b: int) -> float:
-            if b not in runs:
-                runs[b] = run(b)
-            return runs[b].e2e_ms / 1000.0
+    def e2e_s_at(b: int) -> float:
+        if b not in runs:
+            runs[b] = run(b)
+        return runs[b].e2e_ms / 1000.0
 
-        in_flight = queueing.closed_loop_batch(t.concurrent_users / replicas, t.think_time_s, batch, e2e_s_at)
-        e2e_s_at(in_flight)
-        at_peak = runs[in_flight]
-    else:
-        assert t.peak_requests_per_s is not None
-        # llama.cpp slots: no load model; the peak may use RHO_MAX of the best batch's capacity
-        per_replica = queueing.RHO_MAX * best.requests_per_s
-        replicas = queueing.replicas_for_rate(t.peak_requests_per_s, per_replica, spec.min_replicas)
-        in_flight = t.peak_requests_per_s / replicas * best.e2e_ms / 1000.0  # Little's law
-        at_peak = run(max(1, min(batch, math.ceil(in_flight))))
-        best = replace(best, requests_per_s=per_replica)
+    in_flight = queueing.closed_loop_batch(t.concurrent_users / replicas, t.think_time_s, batch, e2e_s_at)
+    e2e_s_at(in_flight)
+    at_peak = runs[in_flight]
     return Sizing(inst, hw, layout, _with_capacity(at_peak, best, spec), batch, replicas, None,
                   best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms, miss=1.0, first=first)
 
@@ -288,9 +282,11 @@ def _with_capacity(at_peak: Estimate, best: Estimate, spec: WorkloadSpec) -> Est
 
 def _size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
                     mml: int, top: Estimate, first: Estimate, memo: OpenLoopMemo | None = None) -> Sizing:
-    """vLLM under traffic.peak_requests_per_s: the load model's fewest replicas (sizing/open_loop.py)."""
+    """Under traffic.peak_requests_per_s (vLLM, llama.cpp): the load model's fewest replicas (sizing/open_loop.py)."""
     kw = {"precision": layout.precision, "tp": layout.tp, "pp": layout.pp, "nodes": layout.nodes_per_replica,
           "max_model_len": mml, "regime": top.regime}
+    if layout.engine != "vllm":
+        kw["engine"] = layout.engine  # the memo's keys stay vLLM's questions as before (llama.cpp passes none)
     # The load model starts from `top` (the same question estimate() answers) where the memo knows it may.
     ol = memo(spec, model, hw, base=top, **kw) if memo is not None else open_loop.size_open_loop(spec, model, hw, **kw)
     if ol.rejected is not None or ol.estimate is None:
