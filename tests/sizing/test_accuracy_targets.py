@@ -76,6 +76,10 @@ def test_llama_cpp_on_the_probed_machine_decodes_within_20_percent_of_llama_benc
         assert all(abs(r.error) <= 0.002 for r in mine)  # the fitted rows
     q4 = next(r for r in rows if r.run == "" and r.precision == "q4_0" and r.test == "tg128")
     assert abs(q4.error) <= 0.20
+    # the independent check of the AVX-512 set: run 2026-12-04b, Llama-3.2-3B shapes, never fitted
+    check = [r for r in rows if r.run == "2026-12-04b" and r.test == "tg128"]
+    assert len(check) == 3 and not any(fed(r) for r in check)
+    assert all(abs(r.error) <= 0.20 for r in check), [(r.precision, round(r.error, 3)) for r in check]
 
 
 def test_independent_tp_lines_keep_dense_and_moe_apart() -> None:
