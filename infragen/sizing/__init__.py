@@ -230,7 +230,7 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
         f"{s.replicas} replica(s) of {model.display_name or model.id} ({lay.precision}, {lay.engine}, "
         f"tp={lay.tp} pp={lay.pp}) on {c.nodes} x {inst.id} in {c.region}: the cheapest of "
         f"{len(result.feasible)} feasible candidates out of {len(result.candidates)} considered.",
-        *_load_sentences(spec, s.replicas, s.batch, est, util, in_flight, arrival),
+        *_load_sentences(spec, s.replicas, s.batch, est, util, in_flight, arrival, lay.engine),
         context.why,
     ]
     if t.prefix_cache_hit_rate > 0:
@@ -344,13 +344,17 @@ def _open_loop_figures(est: Estimate) -> dict[str, float | None]:
 
 
 def _load_sentences(spec: WorkloadSpec, replicas: int, batch: int, est: Estimate, util: float, in_flight: float,
-                    arrival: float) -> list[str]:
-    """The explanation's lines on batching and load: the load model's (open loop, vLLM) or the fixed batch's."""
+                    arrival: float, engine: str) -> list[str]:
+    """The explanation's lines on batching and load: the load model's (open loop) or the fixed batch's.
+
+    The admitted count is named by the setting the user will find in the command line: vLLM's max_num_seqs,
+    llama-server's --parallel slots."""
     t = spec.traffic
+    setting = "max_num_seqs" if engine == "vllm" else "--parallel slots"
     conf = f"{spec.slo_confidence} confidence, latencies x{est.latency_factor:.2f}"
     if t.peak_requests_per_s is not None and est.ttft_p99_ms is not None:
         return [
-            f"Each replica admits up to {batch} requests at once (max_num_seqs: the running batch at its SLO rate "
+            f"Each replica admits up to {batch} requests at once ({setting}: the running batch at its SLO rate "
             f"plus 3.09 standard deviations, within what the KV cache holds); at peak "
             f"{est.running_batch or 0:.1f} run at once, TTFT p50 {est.ttft_p50_ms or 0:,.0f} ms / p99 "
             f"{est.ttft_p99_ms:,.0f} ms, TPOT {est.tpot_ms:.1f} ms (±{est.relative_uncertainty:.0%}).",

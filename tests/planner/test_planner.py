@@ -193,3 +193,16 @@ def test_planning_never_imports_pulumi_or_jinja2() -> None:
             "print('HEAVY', [m for m in ('pulumi', 'jinja2') if m in sys.modules], file=sys.stderr)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert "HEAVY []" in res.stderr, res.stderr
+
+
+def test_the_explanation_names_each_engines_own_concurrency_flag() -> None:
+    """llama-server takes its concurrent requests as --parallel slots; vLLM's is max_num_seqs."""
+    cpu = plan_file(ROOT / "examples" / "cpu-edge.yaml")
+    argv = cpu.engine.argv
+    slots = argv[argv.index("--parallel") + 1]
+    line = next(s for s in cpu.explanation if s.startswith("Each replica admits"))
+    assert f"up to {slots} requests at once (--parallel slots:" in line
+    assert "max_num_seqs" not in " ".join(cpu.explanation)
+    gpu = plan_file(ROOT / "examples" / "light-api.yaml")
+    line = next(s for s in gpu.explanation if s.startswith("Each replica admits"))
+    assert "requests at once (max_num_seqs:" in line
