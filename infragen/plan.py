@@ -590,6 +590,27 @@ class SecretsPlan(_Frozen):
                              fix="use a shorter stack name of letters, digits, '-', '_' and '.'") from None
 
 
+class CalibrationPlan(_Frozen):
+    """The calibration profile the plan was made with (`--calibration FILE` or the workload's `calibration:`)."""
+
+    file: Text
+    """The profile's path as given."""
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    """Digest of the profile's bytes (so the plan's digest changes with the profile)."""
+    engine: Engine
+    """Engine the profile's results were measured with."""
+    hardware: Text
+    """Hardware it was measured on (`N x GPU` for vLLM: any machine with those GPUs)."""
+    decode_factor: Annotated[float, Field(gt=0, le=20)]
+    """Generation speed factor applied."""
+    prefill_factor: Annotated[float, Field(gt=0, le=20)]
+    """Prompt-processing speed factor applied."""
+    applied_to: list[InstanceType] = Field(default_factory=list, max_length=MAX_PLAN_LIST)
+    """Instance types whose estimates it changed (on its hardware and engine), sorted."""
+    not_applied: Annotated[int, Field(ge=0)] = 0
+    """How many other instance types were considered and estimated without it (other hardware or engine)."""
+
+
 class Plan(_Frozen):
     """One resolved deployment."""
 
@@ -633,12 +654,14 @@ class Plan(_Frozen):
     """The whole monthly bill and the cost per million tokens; None (and absent) for plans made without it."""
     spot: SpotPlan | None = None
     """The on-demand floor and expected cost of a spot plan; None (and absent) for on-demand plans."""
+    calibration: CalibrationPlan | None = None
+    """The calibration profile applied; None (and absent) for plans made without one."""
 
     @model_serializer(mode="wrap")
     def _drop_absent_parts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # An optional part that does not apply is left out, so plans without it keep their digests.
         data: dict[str, Any] = handler(self)
-        for part in ("bootstrap", "scaling", "bill", "spot"):
+        for part in ("bootstrap", "scaling", "bill", "spot", "calibration"):
             if data.get(part, "") is None:
                 del data[part]
         return data

@@ -14,7 +14,6 @@ from typing import Any
 
 import click
 import yaml
-from pydantic import ValidationError
 
 from infragen.architecture import ModelArchitecture
 from infragen.errors import InputError
@@ -23,6 +22,9 @@ from infragen.sizing.calibration import (
     CalibrationProfile,
     Observation,
     fit_factor,
+    gpu_set,
+    load_calibration,
+    load_profile,
     median_abs_error,
     physical_bounds,
     residuals,
@@ -113,27 +115,17 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     return out
 
 
-def load_profile(path: Path) -> CalibrationProfile:
-    """Read a calibration profile; InputError naming the file and field on any problem."""
-    from infragen.safe_load import load_yaml_file
-
-    raw = load_yaml_file(path, what="calibration profile")
-    try:
-        return CalibrationProfile.model_validate(raw)
-    except ValidationError as exc:
-        lines = [f"{path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise InputError("\n".join(lines)) from None
-
-
 def calibration_factors(path: Path, hardware: Hardware, engine: str) -> tuple[float, float]:
     """(decode, prefill) factors of the profile at `path`, refused when made for other hardware or engine."""
-    profile = load_profile(path)
+    cal = load_calibration(path, where="--calibration")
+    profile = cal.profile
     if profile.engine != engine:
         raise InputError(f"{path}: engine: the profile was measured with {profile.engine}, this estimate is "
                          f"{engine}; calibrate with results of {engine}")
-    if profile.hardware != hardware.name:
-        raise InputError(f"{path}: hardware: the profile was measured on {profile.hardware!r}, this estimate is "
-                         f"for {hardware.name!r}; a calibration only holds for the machine it was measured on")
+    if cal.why_not(hardware, engine) is not None:
+        raise InputError(f"{path}: hardware: the profile was measured on {cal.measured_on!r}, this estimate is "
+                         f"for {gpu_set(hardware) or hardware.name!r}; a calibration only holds for the machine it "
+                         "was measured on")
     click.echo(f"calibration {path} applied: generation x{profile.decode_factor:.3f}, prompt x"
                f"{profile.prefill_factor:.3f}; median error on its {len(profile.residuals)} measured figures "
                f"{median_abs_error(profile.residuals, 'before'):.1%} before, "
@@ -195,7 +187,8 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     prefill = fit_factor(observations, "prefill", bounds["prefill"])
     rows = residuals(observations, decode, prefill)
     profile = CalibrationProfile(
-        engine=engine, hardware=hardware.name, decode_factor=round(decode, 4), prefill_factor=round(prefill, 4),
+        engine=engine, hardware=hardware.name, gpus=gpu_set(hardware) if engine == "vllm" else None,
+        decode_factor=round(decode, 4), prefill_factor=round(prefill, 4),
         decode_bounds=(round(bounds["decode"][0], 4), round(bounds["decode"][1], 4)),
         prefill_bounds=(round(bounds["prefill"][0], 4), round(bounds["prefill"][1], 4)),
         inputs=inputs, residuals=rows, created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -28,11 +28,14 @@ TOP_ROWS = 10
                    "capacity. The chosen deployment stays the cheapest.")
 @click.option("--all", "show_all", is_flag=True,
               help=f"List every instance type considered (the table shows the best {TOP_ROWS} others by default).")
+@click.option("--calibration", "calibration", type=click.Path(path_type=Path), default=None,
+              help="Calibration profile from `infragen calibrate` (replaces the workload's `calibration:`): its "
+                   "factors apply to the candidates on the hardware and engine it was measured on.")
 @click.option("--explain", "explain_type", default=None, metavar="TYPE",
               help="Say in one paragraph why instance type TYPE was or was not chosen (also for infeasible "
                    "workloads), layout by layout, and exit.")
 def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None, sort_by: str, show_all: bool,
-         explain_type: str | None) -> None:
+         calibration: Path | None, explain_type: str | None) -> None:
     """Choose the cheapest deployment of WORKLOAD meeting every SLO. Offline; creates nothing.
 
     Exit status: 0 planned, 2 invalid input, 3 infeasible (with what would make it possible).
@@ -43,9 +46,9 @@ def plan(workload: Path, fmt: str, out: Path | None, prices: Path | None, sort_b
     from infragen.sizing import explain_file, plan_file
 
     if explain_type is not None:
-        click.echo(explain_file(workload, explain_type, prices=prices))
+        click.echo(explain_file(workload, explain_type, prices=prices, calibration=calibration))
         return
-    result = order_candidates(plan_file(workload, prices=prices), sort_by)  # type: ignore[arg-type]
+    result = order_candidates(plan_file(workload, prices=prices, calibration=calibration), sort_by)  # type: ignore[arg-type]
     if fmt == "html":
         from infragen.present.html import render_html
 

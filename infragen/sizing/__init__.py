@@ -15,6 +15,7 @@ from infragen.catalog.engines import pinned_version
 from infragen.catalog.load_balancers import load_balancer_facts
 from infragen.catalog.services import load_service_prices
 from infragen.plan import (
+    CalibrationPlan,
     CostPlan,
     DeploymentPlan,
     EnginePlan,
@@ -30,6 +31,7 @@ from infragen.plan import (
     StoragePlan,
 )
 from infragen.sizing import bill, bootstrap, compat_gate, daily, engine_args, explain, queueing, resources, spot
+from infragen.sizing.calibration import Calibration, load_calibration
 from infragen.sizing.constants import load_constants
 from infragen.sizing.context import select_model_len
 from infragen.sizing.estimate import (
@@ -61,19 +63,31 @@ __all__ = [
 
 
 
-def plan_file(path: Path | str, *, catalog: Catalog | None = None, prices: Path | None = None) -> Plan:
+def plan_file(path: Path | str, *, catalog: Catalog | None = None, prices: Path | None = None,
+              calibration: Path | None = None) -> Plan:
     """Load a workload file, resolve its model relative to the file, and plan it.
 
     `prices`: a `--prices` file whose entries are added to the workload's own `prices:` (exit 2 when one
     names an unknown type or region). Regions and family filters are checked first (exit 2 with the reason).
+    `calibration`: a `--calibration` profile, in place of the workload's `calibration:` (exit 2 when unreadable).
     """
-    spec, model, catalog, name = _prepare(path, catalog, prices)
-    return plan_workload(spec, catalog=catalog, model=model, workload_name=name)
+    spec, model, catalog, name, cal = _prepare(path, catalog, prices, calibration)
+    return plan_workload(spec, catalog=catalog, model=model, workload_name=name, calibration=cal)
 
 
-def _prepare(path: Path | str, catalog: Catalog | None,
-             prices: Path | None) -> tuple[WorkloadSpec, ModelArchitecture, Catalog, str]:
-    """The workload, its model, the catalog with every price override applied, and the workload's name."""
+def _calibration(path: Path, spec: WorkloadSpec, option: Path | None) -> Calibration | None:
+    """The profile of `--calibration` (as given) or of the workload's field (relative to the workload)."""
+    if option is not None:
+        return load_calibration(option, where="--calibration")
+    if spec.calibration is None:
+        return None
+    return load_calibration(path.parent / spec.calibration, shown=spec.calibration, where=f"{path}: calibration")
+
+
+def _prepare(path: Path | str, catalog: Catalog | None, prices: Path | None, calibration: Path | None = None,
+             ) -> tuple[WorkloadSpec, ModelArchitecture, Catalog, str, Calibration | None]:
+    """The workload, its model, the catalog with every price override applied, the workload's name and the
+    calibration profile (None without one)."""
     from infragen.catalog.models import resolve_model
 
     path = Path(path)
@@ -87,28 +101,42 @@ def _prepare(path: Path | str, catalog: Catalog | None,
         catalog = apply_price_overrides(catalog, extra, where=str(prices))
         spec = spec.model_copy(update={"prices": [*spec.prices, *extra]})
     check_scope(spec, catalog, where=str(path))
-    return spec, model, catalog, spec.resolved_name(path)
+    return spec, model, catalog, spec.resolved_name(path), _calibration(path, spec, calibration)
 
 
 def explain_file(path: Path | str, instance_type: str, *, catalog: Catalog | None = None,
-                 prices: Path | None = None) -> str:
+                 prices: Path | None = None, calibration: Path | None = None) -> str:
     """`infragen plan WORKLOAD --explain TYPE`: one paragraph on why TYPE was or was not chosen (also when the
     workload is infeasible)."""
-    spec, model, catalog, _ = _prepare(path, catalog, prices)
-    return explain.explain_type(spec, catalog, search(spec, model, catalog), instance_type)
+    spec, model, catalog, _, cal = _prepare(path, catalog, prices, calibration)
+    return explain.explain_type(spec, catalog, search(spec, model, catalog, calibration=cal), instance_type, cal)
 
 
 def plan_workload(spec: WorkloadSpec, *, catalog: Catalog, model: ModelArchitecture, workload_name: str,
-                  estimator: Estimator = estimate) -> Plan:
-    """The cheapest candidate meeting every constraint, as a Plan (InfeasibleError when there is none)."""
-    result = search(spec, model, catalog, estimator)
+                  estimator: Estimator = estimate, calibration: Calibration | None = None) -> Plan:
+    """The cheapest candidate meeting every constraint, as a Plan (InfeasibleError when there is none).
+    `calibration`: a profile applied to the candidates on its hardware and engine, recorded in the plan."""
+    result = search(spec, model, catalog, estimator, calibration)
     feasible = result.feasible
     if not feasible:
-        raise explain.infeasible(spec, model, catalog, estimator, result)
+        raise explain.infeasible(spec, model, catalog, estimator, result, calibration)
     chosen = feasible[0]
     floor = spot.select_spot(spec, chosen, catalog)
     plan = _build_plan(spec, model, workload_name, chosen, result, floor)
+    if calibration is not None:
+        plan = _with_calibration(plan, calibration, result, chosen)
     return plan.model_copy(update={"bill": bill.select_bill(plan, spec.traffic, load_service_prices())})
+
+
+def _with_calibration(plan: Plan, cal: Calibration, result: SearchResult, chosen: Candidate) -> Plan:
+    """The plan with the profile recorded (digest, factors, the instance types it changed) and said."""
+    applied, other = explain.calibrated_types(cal, result)
+    p = cal.profile
+    record = CalibrationPlan(file=cal.file, sha256=cal.sha256, engine=p.engine, hardware=cal.measured_on,
+                             decode_factor=p.decode_factor, prefill_factor=p.prefill_factor,
+                             applied_to=applied, not_applied=len(other))
+    sentence = explain.calibration_sentence(cal, applied, other, chosen)
+    return plan.model_copy(update={"calibration": record, "explanation": [*plan.explanation, sentence]})
 
 
 def _weights(spec: WorkloadSpec, model: ModelArchitecture, precision: str) -> tuple[str, str, str | None, list[str]]:

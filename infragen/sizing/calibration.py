@@ -1,19 +1,25 @@
 """Calibration profiles: per-hardware/engine speed factors fitted from the user's own benchmark results.
 
-Pure: fits factors from (measured, predicted) pairs within physical bounds and describes the profile file;
-reading result files and printing lives in cli/calibrate_cmd.py. estimate() applies a profile when given one.
+Fits factors from (measured, predicted) pairs within physical bounds, describes the profile file, reads one back
+and says which machines it holds for; reading result files and printing lives in cli/calibrate_cmd.py.
+estimate() and the load model apply the factors when given them; the search applies a profile only to the
+candidates on the hardware and engine it was measured on (`Calibration.why_not`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
+from infragen.sizing.types import Hardware
 
 Phase = Literal["decode", "prefill"]
 #: Slowest factor a fit may set: a result 5x slower than the model says is a broken run or a wrong
@@ -58,6 +64,9 @@ class CalibrationProfile(_Frozen):
     """Engine the results were measured with; the profile applies to estimates of this engine only."""
     hardware: str = Field(max_length=200)
     """Hardware name the results were measured on (`--gpu`/`--instance`/hardware file name)."""
+    gpus: str | None = Field(default=None, max_length=200)
+    """The GPUs of `hardware` as `N x GPU` (vLLM results): the profile then holds for any machine with exactly
+    those GPUs, since a vLLM estimate reads only the GPUs (sizing/memo.py). None: `hardware` alone decides."""
     decode_factor: float = Field(gt=0, le=20)
     """Multiplies predicted generation speed (divides TPOT); 1 = no change."""
     prefill_factor: float = Field(gt=0, le=20)
@@ -128,3 +137,65 @@ def median_abs_error(rows: list[Residual], which: Literal["before", "after"]) ->
     """Median |predicted/measured - 1| of the residuals."""
     errs = [abs(getattr(r, which) / r.measured - 1.0) for r in rows if r.measured]
     return statistics.median(errs) if errs else 0.0
+
+
+#: What to do when a profile is missing or unreadable (the error's second half).
+WRITE_ONE = "a calibration profile is the YAML `infragen calibrate RESULT... -o FILE` writes"
+
+
+def load_profile(path: Path, *, where: str = "") -> tuple[CalibrationProfile, str]:
+    """(the profile at `path`, the sha256 of its bytes); InputError naming `where` (the option or the workload's
+    field that named it), the file and the field on any problem."""
+    from infragen.safe_load import parse_yaml_text, read_text_bounded
+    from infragen.validation import validate_file_data
+
+    prefix = f"{where}: " if where else ""
+    try:
+        text = read_text_bounded(path, what="calibration profile")
+        raw = parse_yaml_text(text, path)
+        profile = validate_file_data(path, raw, CalibrationProfile, what="calibration profile")
+    except InputError as exc:
+        raise InputError(f"{prefix}{exc.message}; {WRITE_ONE}") from None
+    return profile, hashlib.sha256(text.encode()).hexdigest()
+
+
+def gpu_set(hardware: Hardware) -> str | None:
+    """`N x GPU` of a machine with GPUs (the name a vLLM estimate's GPU-only view carries), else None."""
+    return None if hardware.accelerator is None else f"{hardware.gpu_count} x {hardware.accelerator.id}"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A profile as `estimate`/`plan` apply it: what it says, the file it came from and the file's digest."""
+
+    profile: CalibrationProfile
+    file: str
+    sha256: str
+
+    @property
+    def factors(self) -> tuple[float, float]:
+        """(generation, prompt) speed factors."""
+        return self.profile.decode_factor, self.profile.prefill_factor
+
+    @property
+    def measured_on(self) -> str:
+        """The hardware as the profile names it (its GPUs when it has them)."""
+        return self.profile.gpus or self.profile.hardware
+
+    def why_not(self, hardware: Hardware, engine: str) -> str | None:
+        """None when the profile holds for `engine` on `hardware`, else why not (one clause).
+
+        Holds for the machine it was measured on (same name) and, for vLLM, any machine with the same GPUs."""
+        p = self.profile
+        if engine != p.engine:
+            return f"it was measured with {p.engine}, this candidate runs {engine}"
+        names = {hardware.name, gpu_set(hardware)}
+        if p.hardware in names or (p.gpus is not None and p.gpus in names):
+            return None
+        return f"it was measured on {self.measured_on}, this candidate is {gpu_set(hardware) or hardware.name}"
+
+
+def load_calibration(path: Path, *, shown: str | None = None, where: str = "") -> Calibration:
+    """The profile at `path` (`shown`: the name to record, as the user wrote it)."""
+    profile, digest = load_profile(path, where=where)
+    return Calibration(profile, shown if shown is not None else str(path), digest)

@@ -15,6 +15,7 @@ from infragen.catalog import Catalog
 from infragen.errors import InfeasibleError
 from infragen.plan import MAX_PLAN_LIST, Alternative
 from infragen.sizing import compat_fix, token_cost
+from infragen.sizing.calibration import Calibration
 from infragen.sizing.open_loop import TRICKLE_PREFIX
 from infragen.sizing.search import LIMIT_PREFIX, Candidate, Estimator, SearchResult, search
 from infragen.sizing.uncertainty import latency_factor
@@ -210,7 +211,7 @@ def _changes(spec: WorkloadSpec, result: SearchResult) -> list[tuple[str, dict[s
 
 
 def advise(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, estimator: Estimator,
-           result: SearchResult) -> list[str]:
+           result: SearchResult, calibration: Calibration | None = None) -> list[str]:
     """Single changes that make the workload feasible, each checked by planning it again."""
     memo = _memo(estimator)
     advice = []
@@ -219,7 +220,7 @@ def advise(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, estim
     tried = [update for _, update in compat]  # a compat change first, labelled with its rules; never twice
     for label, update in [*compat, *((lb, up) for lb, up in _changes(spec, result) if up not in tried)]:
         try:
-            again = search(spec.model_copy(update=update), model, catalog, memo)
+            again = search(spec.model_copy(update=update), model, catalog, memo, calibration)
         except InfeasibleError:
             continue
         feasible = again.feasible
@@ -240,7 +241,7 @@ def advise(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, estim
 
 
 def infeasible(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, estimator: Estimator,
-               result: SearchResult) -> InfeasibleError:
+               result: SearchResult, calibration: Calibration | None = None) -> InfeasibleError:
     """Exit 3: the closest candidate of each type (by how far it misses) and the changes that would work."""
     over = over_limits(spec, model, result)
     if over is not None:
@@ -248,7 +249,7 @@ def infeasible(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, e
     ranked = best_per_type(result.candidates)
     closest = ranked[:CLOSEST]
     lines = "; ".join(f"{describe(c)}: {c.rejected}" for c in closest)
-    advice = advise(spec, model, catalog, estimator, result)
+    advice = advise(spec, model, catalog, estimator, result, calibration)
     top = closest[0]
     return InfeasibleError(
         f"no candidate serves {model.id} under the workload's constraints ({len(result.candidates)} candidates "
@@ -260,6 +261,10 @@ def infeasible(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, e
         hint=f"infragen plan WORKLOAD --explain {top.sizing.instance.id} says why each type failed",
     )
 
+
+
+#: Instance types the plan's calibration sentence names (the plan JSON lists them all).
+CALIBRATED_SHOWN = 8
 
 
 def _layout_key(c: Candidate) -> tuple[str, str, int, int, int]:
@@ -274,8 +279,10 @@ def _lost(c: Candidate, best: Candidate) -> str:
     return "feasible at the same cost, ranked after it on latency or node count"
 
 
-def explain_type(spec: WorkloadSpec, catalog: Catalog, result: SearchResult, instance_type: str) -> str:
-    """One paragraph: why `instance_type` was (or was not) chosen, layout by layout."""
+def explain_type(spec: WorkloadSpec, catalog: Catalog, result: SearchResult, instance_type: str,
+                 calibration: Calibration | None = None) -> str:
+    """One paragraph: why `instance_type` was (or was not) chosen, layout by layout (and whether the calibration
+    profile changed its estimates)."""
     inst = catalog.instance(instance_type)  # UnknownNameError (exit 2, did you mean) for a typo
     mine = [c for c in result.candidates if c.sizing.instance.id == inst.id]
     if not mine:
@@ -313,4 +320,45 @@ def explain_type(spec: WorkloadSpec, catalog: Catalog, result: SearchResult, ins
         parts.append(f"Its other layouts ({len(mine)} candidates over {len(layouts)} layouts and "
                      f"{len({c.region for c in mine})} region(s)): " + "; ".join(
                          f"{describe(c, region=False)}: {c.rejected or _lost(c, best)}" for c in others) + ".")
+    if calibration is not None:
+        parts.append(_calibration_for(calibration, mine) + ".")
     return " ".join(parts)
+
+
+def _factors_text(cal: Calibration) -> str:
+    p = cal.profile
+    return (f"{p.engine} on {cal.measured_on}: generation x{p.decode_factor:.3f}, prompt x{p.prefill_factor:.3f}; "
+            f"sha256 {cal.sha256[:12]}")
+
+
+def _why_not(cal: Calibration, c: Candidate) -> str | None:
+    return cal.why_not(c.sizing.hardware, c.sizing.layout.engine)
+
+
+def calibrated_types(cal: Calibration, result: SearchResult) -> tuple[list[str], list[str]]:
+    """(instance types whose estimates the profile changed, the other types considered), each sorted."""
+    applied = {c.sizing.instance.id for c in result.candidates if _why_not(cal, c) is None}
+    others = {c.sizing.instance.id for c in result.candidates} - applied
+    return sorted(applied), sorted(others)
+
+
+def calibration_sentence(cal: Calibration, applied: list[str], others: list[str], chosen: Candidate) -> str:
+    """The plan's line on the profile: what it changed, what it could not, whether the chosen plan is calibrated."""
+    head = f"The calibration {cal.file} ({_factors_text(cal)})"
+    if not applied:
+        return (f"{head} applied to no candidate: every one of the {len(others)} instance types considered is "
+                f"other hardware or another engine (a profile holds only where it was measured).")
+    shown = ", ".join(applied[:CALIBRATED_SHOWN]) + (f" and {len(applied) - CALIBRATED_SHOWN} more"
+                                                     if len(applied) > CALIBRATED_SHOWN else "")
+    chosen_too = ("the chosen plan is calibrated" if _why_not(cal, chosen) is None
+                  else f"the chosen {chosen.sizing.instance.id} is not calibrated ({_why_not(cal, chosen)})")
+    return (f"{head} changed the estimates of {len(applied)} instance type(s) ({shown}); the other "
+            f"{len(others)} are other hardware or another engine and are estimated uncalibrated; {chosen_too}.")
+
+
+def _calibration_for(cal: Calibration, mine: list[Candidate]) -> str:
+    """Whether the profile changed this type's estimates, and if not why."""
+    reasons = [_why_not(cal, c) for c in mine]
+    if any(r is None for r in reasons):
+        return f"Its estimates are calibrated with the calibration {cal.file} ({_factors_text(cal)})"
+    return f"The calibration {cal.file} does not apply to it: {reasons[0]}"

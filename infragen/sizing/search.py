@@ -16,6 +16,7 @@ from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
 from infragen.sizing import open_loop, queueing, resources
 from infragen.sizing import spot as spot_floor
+from infragen.sizing.calibration import Calibration
 from infragen.sizing.compat_gate import layout_rejection
 from infragen.sizing.context import search_model_len
 from infragen.sizing.estimate import estimate as default_estimator
@@ -193,20 +194,23 @@ def _memory_miss(hw: Hardware, layout: Layout, est: Estimate, mml: int) -> float
 
 
 def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
-                  estimator: Estimator, open_loop_memo: OpenLoopMemo | None = None) -> Sizing:
+                  estimator: Estimator, open_loop_memo: OpenLoopMemo | None = None,
+                  factors: tuple[float, float] | None = None) -> Sizing:
     """The best SLO-meeting batch of one layout on one type, and the replicas the peak needs (`open_loop_memo`:
-    the search's table of open-loop sizings, shared by the sizes of a family as the estimates are)."""
+    the search's table of open-loop sizings, shared by the sizes of a family as the estimates are; `factors`: a
+    calibration profile's (generation, prompt) speed factors when it holds for this hardware and engine)."""
     t = spec.traffic
     mml = search_model_len(spec, model, layout.engine)  # the plan raises vLLM's to what memory holds (context.py)
 
     # Passed only when credited, so an estimator without the option (a test's) keeps working at 0.
     cache = {"prefix_cache_hit_rate": t.prefix_cache_hit_rate} if t.prefix_cache_hit_rate else {}
+    calibrated = {} if factors is None else {"decode_factor": factors[0], "prefill_factor": factors[1]}
 
     def run(conc: int | None) -> Estimate:
         return estimator(model, hw, precision=layout.precision, kv_cache_dtype=spec.kv_cache_dtype,
                          engine=layout.engine, tp=layout.tp, pp=layout.pp, nodes=layout.nodes_per_replica,
                          input_len=t.prompt_tokens, output_len=t.output_tokens, concurrency=conc,
-                         max_model_len=mml, **cache)
+                         max_model_len=mml, **cache, **calibrated)
 
     def reject(reason: str, **kw: object) -> Sizing:
         return Sizing(inst, hw, layout, None, 0, 0, reason, **kw)  # type: ignore[arg-type]
@@ -223,7 +227,7 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     if t.peak_requests_per_s is not None:
         # llama.cpp on a CPU host: no GPU-only view to share, each node is sized on its own
         return _size_open_loop(spec, model, inst, hw, layout, mml, top, run(1),
-                               open_loop_memo if layout.engine == "vllm" else None)
+                               open_loop_memo if layout.engine == "vllm" else None, calibrated)
     levels = sorted({b for b in BATCH_LEVELS if b < top.max_concurrency} | {top.max_concurrency})
     first, best = largest_meeting_batch(levels, run, lambda est: _meets(spec, est) is None)
     if best is None:
@@ -281,10 +285,12 @@ def _with_capacity(at_peak: Estimate, best: Estimate, spec: WorkloadSpec) -> Est
 
 
 def _size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
-                    mml: int, top: Estimate, first: Estimate, memo: OpenLoopMemo | None = None) -> Sizing:
+                    mml: int, top: Estimate, first: Estimate, memo: OpenLoopMemo | None = None,
+                    calibrated: dict[str, float] | None = None) -> Sizing:
     """Under traffic.peak_requests_per_s (vLLM, llama.cpp): the load model's fewest replicas (sizing/open_loop.py)."""
-    kw = {"precision": layout.precision, "tp": layout.tp, "pp": layout.pp, "nodes": layout.nodes_per_replica,
-          "max_model_len": mml, "regime": top.regime}
+    kw: dict[str, object] = {"precision": layout.precision, "tp": layout.tp, "pp": layout.pp,
+                             "nodes": layout.nodes_per_replica, "max_model_len": mml, "regime": top.regime,
+                             **(calibrated or {})}
     if layout.engine != "vllm":
         kw["engine"] = layout.engine  # the memo's keys stay vLLM's questions as before (llama.cpp passes none)
     # The load model starts from `top` (the same question estimate() answers) where the memo knows it may.
@@ -402,8 +408,9 @@ def _limit_problem(spec: WorkloadSpec, nodes: int, usd_per_hour: float | None) -
 
 
 def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
-           estimator: Estimator = default_estimator) -> SearchResult:
-    """Evaluate every candidate in scope; nothing is dropped without a reason."""
+           estimator: Estimator = default_estimator, calibration: Calibration | None = None) -> SearchResult:
+    """Evaluate every candidate in scope; nothing is dropped without a reason. `calibration`: a profile whose
+    factors apply to the candidates on the hardware and engine it was measured on (Calibration.why_not)."""
     allow, deny = set(spec.instance_families.allow), set(spec.instance_families.deny)
     result = SearchResult()
     # Sizes and regions sharing their GPUs share estimates and open-loop sizings (sizing/memo.py); a load model
@@ -425,7 +432,10 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
                     engine = "vllm" if inst.gpu_count else "llama.cpp"  # the engine the reason is about
                     sizing = Sizing(inst, hw, Layout(engine, spec.precision[0], 1, 1, 1, 1), None, 0, 0, why)
                 else:
-                    sizing = _packed(spec, size_instance(spec, model, inst, hw, layout, estimator, open_loop_memo))
+                    factors = (calibration.factors if calibration is not None
+                               and calibration.why_not(hw, layout.engine) is None else None)
+                    sizing = _packed(spec, size_instance(spec, model, inst, hw, layout, estimator, open_loop_memo,
+                                                         factors))
                 for region in regions:
                     result.candidates.append(_price(spec, cloud, region, sizing))
     if not result.candidates:

@@ -58,6 +58,7 @@ def test_vllm_result_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
                      "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
     profile = yaml.safe_load(out.read_text())
     assert profile["engine"] == "vllm" and profile["hardware"] == "1 x h100-sxm-80gb"
+    assert profile["gpus"] == "1 x h100-sxm-80gb"  # holds for any machine with one H100 (a vLLM estimate's view)
     assert len(profile["inputs"][0]["sha256"]) == 64
     metrics = {r["metric"] for r in profile["residuals"]}
     assert metrics == {"output_throughput", "median_tpot_ms", "median_ttft_ms"}
