@@ -148,7 +148,7 @@ class Catalog:
         """Regions of `cloud` where at least one instance type has a price, sorted."""
         if cloud not in CLOUDS:
             raise UnknownNameError("cloud", cloud, CLOUDS)
-        return sorted({p.region for i in self.instances if i.cloud == cloud for p in i.prices})
+        return sorted({r for i in self.instances if i.cloud == cloud for r in i.priced_regions})
 
     def known_regions(self, cloud: str) -> list[str]:
         """Every region of `cloud` infragen knows (regions.yaml), plus any priced one, sorted."""
@@ -354,16 +354,18 @@ def _with_regional(instances: list[InstanceType], table: Mapping[tuple[str, str]
 
 @functools.cache
 def load_catalog() -> Catalog:
-    """The packaged catalog, read once per process: the pre-built data/catalog.json when present (its test keeps it
-    equal to the YAML/CSV sources), else built from those sources."""
+    """The packaged catalog, read once per process: the pre-built data/catalog.json and catalog_prices.jsonl when
+    present (their test keeps them equal to the YAML/CSV sources; price rows are parsed only when asked for), else
+    built from those sources."""
     base = data_dir()
-    compact = base / "catalog.json"
-    if compact.is_file():
+    compact, prices = base / "catalog.json", base / "catalog_prices.jsonl"
+    if compact.is_file() and prices.is_file():
         import json
 
         from infragen.catalog.compact import catalog_from_compact
 
-        return catalog_from_compact(json.loads(compact.read_text(encoding="utf-8")))
+        return catalog_from_compact(json.loads(compact.read_text(encoding="utf-8")),
+                                    prices.read_text(encoding="utf-8"))
     texts = {name: (f"infragen/catalog/data/{name}", (base / name).read_text(encoding="utf-8"))
              for name in DATA_FILES + OPTIONAL_FILES if (base / name).is_file()}
     return _build(texts)

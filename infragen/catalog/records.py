@@ -5,9 +5,9 @@ Facts only, each with its source; the loader checks them, the sizing engine read
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 CpuArch = Literal["x86_64", "arm64"]
 
@@ -154,6 +154,23 @@ class RegionPrice(_Record):
     """Availability zones the source lists this type in (AWS zone ids such as `use1-az4`); empty = not stated."""
 
 
+class PriceBook(Protocol):
+    """Prices kept compact until asked (compact.PriceLines): the packaged catalog's thousands of region rows are
+    neither parsed nor validated when it loads, only the regions a plan or command asks about."""
+
+    def regions_of(self, cloud: str, instance_type: str) -> list[str]:
+        """The regions pricing this type, in the order of its prices."""
+        ...
+
+    def price(self, cloud: str, instance_type: str, region: str) -> RegionPrice | None:
+        """This type's price in `region` (reads that region's row only)."""
+        ...
+
+    def prices_of(self, cloud: str, instance_type: str) -> list[RegionPrice]:
+        """Every price of this type, in order."""
+        ...
+
+
 class InstanceType(_Record):
     """One instance type of one cloud."""
 
@@ -208,13 +225,88 @@ class InstanceType(_Record):
     gpu_memory_source: str | None = None
     """How `gpu_memory_gib` was obtained (AWS API MiB/1024, or the cloud doc's GB label)."""
 
+    _book: PriceBook | None = PrivateAttr(default=None)
+    """Where `prices` is still to be read from (the packaged catalog's price lines, compact.py); None once read or
+    when the record was given its prices."""
+
+    @classmethod
+    def with_price_book(cls, record: dict[str, Any], book: PriceBook) -> InstanceType:
+        """A record whose prices stay in `book` until asked: `price_in` reads one region, `prices` every one."""
+        inst = cls.model_validate(record)
+        del inst.__dict__["prices"]  # found again by __getattr__, which reads it from the book
+        inst._book = book
+        return inst
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for attributes not in __dict__: `prices` of a record whose prices are still in its book.
+        book = self._unread_book() if name == "prices" else None
+        if book is None:
+            return super().__getattr__(name)
+        prices = book.prices_of(self.cloud, self.id)
+        self.__dict__["prices"] = prices
+        self.__pydantic_private__["_book"] = None  # type: ignore[index]
+        return prices
+
+    def _unread_book(self) -> PriceBook | None:
+        """The book `prices` is still to be read from, or None (prices in the record)."""
+        private = self.__pydantic_private__
+        return None if private is None or "prices" in self.__dict__ else private.get("_book")
+
+    def _read(self) -> None:
+        """Read the book's prices into the record before anything pydantic does with its fields."""
+        if self._unread_book() is not None:
+            self.__getattr__("prices")
+
     @property
     def priced_regions(self) -> list[str]:
         """Regions with at least one price."""
+        book = self._unread_book()
+        if book is not None:
+            return book.regions_of(self.cloud, self.id)
         return [p.region for p in self.prices]
 
     def price_in(self, region: str) -> RegionPrice | None:
+        """This type's price in `region` (None = not priced there); reads only that region from a price book."""
+        book = self._unread_book()
+        if book is not None:
+            return book.price(self.cloud, self.id, region)
         for price in self.prices:
             if price.region == region:
                 return price
         return None
+
+    # pydantic reads fields from __dict__: a record still holding its book reads its prices first.
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        self._read()
+        return super().model_dump(**kwargs)
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        self._read()
+        return super().model_dump_json(**kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        self._read()
+        if isinstance(other, InstanceType):
+            other._read()
+        return super().__eq__(other)
+
+    def __copy__(self) -> InstanceType:
+        self._read()
+        return super().__copy__()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> InstanceType:
+        self._read()
+        return super().__deepcopy__(memo)
+
+    def __getstate__(self) -> dict[Any, Any]:
+        self._read()
+        return super().__getstate__()
+
+    def __iter__(self) -> Any:
+        self._read()
+        return super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        self._read()
+        return super().__repr_args__()
+

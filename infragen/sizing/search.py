@@ -348,10 +348,10 @@ def _context(spec: WorkloadSpec) -> int:
 
 
 def _regions(spec: WorkloadSpec, catalog: Catalog, cloud: str, inst: InstanceType) -> list[str]:
+    if spec.regions:  # asks the pinned regions only: the packaged catalog reads no other region's prices
+        return [r for r in spec.regions if inst.price_in(r) is not None] or (
+            [spec.regions[0]] if spec.allow_unpriced and not inst.priced_regions else [])
     priced = inst.priced_regions
-    if spec.regions:
-        return [r for r in spec.regions if r in priced] or (
-            [spec.regions[0]] if spec.allow_unpriced and not priced else [])
     if priced:
         return sorted(priced)
     return [DEFAULT_REGION[cloud]] if spec.allow_unpriced else []

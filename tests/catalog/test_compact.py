@@ -1,20 +1,43 @@
-"""The pre-built catalog.json equals the catalog built from the reviewed YAML/CSV files, and loads fast."""
+"""The pre-built catalog.json and catalog_prices.jsonl equal the catalog built from the reviewed YAML/CSV files,
+and loading them parses no price row: only the regions a plan or command asks about are read."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
 from infragen.catalog import load_catalog, load_catalog_dir
-from infragen.catalog.compact import COMPACT_FILE, catalog_from_compact, compact_dict, data_dir, render_compact
+from infragen.catalog.compact import (
+    COMPACT_FILE,
+    PRICES_FILE,
+    catalog_from_compact,
+    compact_dict,
+    data_dir,
+    render_compact,
+    render_prices,
+)
+from infragen.catalog.loader import Catalog
 from infragen.errors import DataError
+
+
+def _fresh() -> Catalog:
+    """The packaged catalog loaded anew (load_catalog() is cached per process and other tests read its prices)."""
+    return catalog_from_compact(json.loads((data_dir() / COMPACT_FILE).read_text(encoding="utf-8")),
+                                (data_dir() / PRICES_FILE).read_text(encoding="utf-8"))
+
+
+def _book(catalog: Catalog) -> Any:
+    return catalog.instances[0]._unread_book()
 
 
 def test_catalog_json_is_generated_from_the_data_files() -> None:
     built = load_catalog_dir(data_dir())
     text = (data_dir() / COMPACT_FILE).read_text(encoding="utf-8")
     assert text == render_compact(built), "stale: run python -m infragen.catalog.compact and commit catalog.json"
+    prices = (data_dir() / PRICES_FILE).read_text(encoding="utf-8")
+    assert prices == render_prices(built), f"stale: run python -m infragen.catalog.compact and commit {PRICES_FILE}"
 
 
 def test_compact_catalog_equals_the_yaml_built_one() -> None:
@@ -30,10 +53,68 @@ def test_compact_catalog_equals_the_yaml_built_one() -> None:
 
 def test_round_trip_and_version_check() -> None:
     data = json.loads(json.dumps(compact_dict(load_catalog())))
-    again = catalog_from_compact(data)
+    again = catalog_from_compact(data, render_prices(load_catalog()))
     assert [i.model_dump() for i in again.instances] == [i.model_dump() for i in load_catalog().instances]
+    assert list(again.instances) == list(load_catalog_dir(data_dir()).instances)
     with pytest.raises(DataError, match="compact_version"):
-        catalog_from_compact({**data, "compact_version": 99})
+        catalog_from_compact({**data, "compact_version": 99}, "")
+
+
+def test_loading_reads_no_price_row() -> None:
+    catalog = _fresh()
+    book = _book(catalog)
+    assert book is not None and book.read_regions() == set()
+    assert all(i._unread_book() is book for i in catalog.instances)
+    # What a plan's scope check asks first (regions, families) still reads no price line.
+    assert "eu-west-1" in catalog.known_regions("aws") and "cn-shanghai" in catalog.regions("alicloud")
+    assert len(catalog.instances_for("aws")) > 50
+    assert book.read_regions() == set()
+
+
+def test_a_price_asked_reads_only_its_region_and_equals_the_built_one() -> None:
+    built = {i.id: i for i in load_catalog_dir(data_dir()).instances}
+    catalog = _fresh()
+    book = _book(catalog)
+    g6e = catalog.instance("g6e.xlarge")
+    assert g6e.price_in("eu-central-1") == built["g6e.xlarge"].price_in("eu-central-1")
+    assert g6e.price_in("eu-central-1") is not None and book.read_regions() == {("aws", "eu-central-1")}
+    assert g6e.priced_regions == built["g6e.xlarge"].priced_regions and book.read_regions() == {("aws", "eu-central-1")}
+    assert catalog.instance("ecs.gn7i-c8g1.2xlarge").price_in("eu-central-1") == built[
+        "ecs.gn7i-c8g1.2xlarge"].price_in("eu-central-1")
+    assert book.read_regions() == {("aws", "eu-central-1"), ("alicloud", "eu-central-1")}
+    assert g6e.price_in("mars-1") is None
+    for inst in catalog.instances:  # every price of every type, region by region and as a list
+        assert [inst.price_in(r) for r in built[inst.id].priced_regions] == built[inst.id].prices
+    assert all(i.prices == built[i.id].prices for i in catalog.instances)
+
+
+def test_a_pinned_plan_reads_only_its_regions() -> None:
+    from infragen.catalog.models import resolve_model
+    from infragen.sizing import plan_workload
+    from infragen.spec import load_spec
+
+    example = data_dir().parents[2] / "examples" / "team-chatbot.yaml"
+    spec = load_spec(example)
+    assert spec.regions == ["us-east-1"]
+    catalog = _fresh()
+    plan_workload(spec, catalog=catalog, model=resolve_model(spec.model, base_dir=example.parent, where="model"),
+                  workload_name="t")
+    assert _book(catalog).read_regions() == {("aws", "us-east-1")}
+    spec = spec.model_copy(update={"regions": ["eu-west-1", "ap-northeast-1"]})
+    catalog = _fresh()
+    plan_workload(spec, catalog=catalog, model=resolve_model(spec.model, base_dir=example.parent, where="model"),
+                  workload_name="t")
+    assert _book(catalog).read_regions() == {("aws", "eu-west-1"), ("aws", "ap-northeast-1")}
+
+
+def test_a_row_missing_from_the_price_lines_is_a_data_error() -> None:
+    data = json.loads((data_dir() / COMPACT_FILE).read_text(encoding="utf-8"))
+    text = "".join(line + "\n" for line in (data_dir() / PRICES_FILE).read_text(encoding="utf-8").splitlines()
+                   if not line.startswith('["aws","us-east-1",'))
+    catalog = catalog_from_compact(data, text)
+    assert catalog.instance("g6e.xlarge").price_in("us-east-1") is None
+    with pytest.raises(DataError, match=r"no row for aws/g6e\.xlarge in us-east-1"):
+        _ = catalog.instance("g6e.xlarge").prices
 
 
 def test_parsed_copies_are_current_and_equal_their_yaml() -> None:
