@@ -2,7 +2,8 @@
 
 Prints, per source and per metric: count, median absolute percentage error, bias and the worst rows; then the
 TensorRT-LLM ceiling check, the per-regime error bands, and the checks of accuracy_checks.py (TP scaling, the
-independent rows by regime and tp) and llama_bench_check.py. `--fit` searches the engine constants (prints YAML);
+independent rows by regime and tp), llama_bench_check.py and calibrate_check.py (calibrate on one result, predict
+the others of its hardware). `--fit` searches the engine constants (prints YAML);
 `--doc FILE` rewrites FILE's report blocks. Rows and their label mapping: calibration_rows.py.
 Run: python benchmarks/accuracy.py [--fit] [--rows] [--doc docs/performance-model.md]
 """
@@ -192,7 +193,7 @@ def check_regime(model: ModelArchitecture, acc: Accelerator, precision: str, kv_
 
 
 def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accelerator, hw: Hardware,
-                      measured: float) -> Outcome | str:
+                      measured: float, factors: tuple[float, float] = (1.0, 1.0)) -> Outcome | str:
     """estimate() for one vLLM >= 0.6 row; server settings from 'gpu_memory_utilization=X max_model_len=N' and
     'kv_cache_dtype=fp8' in notes (no kv_cache_dtype: vLLM's auto, the checkpoint dtype).
 
@@ -200,7 +201,8 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     they are predicted with prefix_cache_hit_rate 1 (every full block cached, the last token recomputed) and their
     note carries the prediction without that credit.
     Quantized, MoE and fp8-KV rows get their own group and regime (check_regime), so the dense BF16 figures and
-    the check-vllm-current band stay what they were.
+    the check-vllm-current band stay what they were. `factors`: a calibration's (generation, prompt) speed factors
+    (calibrate_check.py), as `estimate --calibration` applies them.
     """
     rid, metric, notes = row["id"], row["metric"], row["notes"]
     tp, pp = int(row["tp"] or 1), int(row["pp"] or 1)
@@ -218,7 +220,8 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     def run(hit_rate: float) -> Estimate:
         return estimate(model, hw, precision=prec, kv_cache_dtype=kv[1] if kv else "auto", tp=tp, pp=pp,
                         input_len=inp, output_len=out, concurrency=conc, max_model_len=mml,
-                        gpu_memory_utilization=util, prefix_cache_hit_rate=hit_rate)
+                        gpu_memory_utilization=util, prefix_cache_hit_rate=hit_rate, decode_factor=factors[0],
+                        prefill_factor=factors[1])
 
     def figure(e: Estimate) -> float:
         return {"output_tokens_per_s": e.output_tokens_per_s, "ttft_ms": e.ttft_ms, "tpot_ms": e.tpot_ms}[metric]
@@ -563,6 +566,10 @@ def report_all(rows: bool) -> None:
         print(line)
     llama_rows = bench_rows()
     for line in [*llama_bench_report(llama_rows), *llama_target_lines(llama_rows)]:
+        print(line)
+    from calibrate_check import report as calibrate_report  # the issue's calibrate target (benchmarks/)
+
+    for line in calibrate_report(verbose=False):  # per-result lines: python benchmarks/calibrate_check.py
         print(line)
     print(f"\nunusable rows: {len(skipped)}")
     for reason in skipped[:8]:

@@ -21,7 +21,7 @@ from infragen.sizing.calibration import (
     CalibrationInput,
     CalibrationProfile,
     Observation,
-    fit_factor,
+    fit_factors,
     gpu_set,
     load_calibration,
     load_profile,
@@ -29,7 +29,7 @@ from infragen.sizing.calibration import (
     physical_bounds,
     residuals,
 )
-from infragen.sizing.types import Hardware
+from infragen.sizing.types import Estimate, Hardware
 
 #: Largest result file read: `vllm bench serve --save-detailed` keeps per-request token times (policy).
 RESULT_FILE_BYTES = 64 * 1024 * 1024
@@ -69,15 +69,22 @@ def _llama_bench(doc: Any, where: str, model: ModelArchitecture, hardware: Hardw
         n_prompt, n_gen = int(_number(r, "n_prompt", where)), int(_number(r, "n_gen", where))
         measured = _number(r, "avg_ts", where)
         if n_gen > 0:
-            est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=max(1, n_prompt),
-                           output_len=n_gen, concurrency=1)
+            def tg(d: float, p: float, precision: str = precision, n_prompt: int = n_prompt,
+                   n_gen: int = n_gen) -> float:
+                est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=max(1, n_prompt),
+                               output_len=n_gen, concurrency=1, decode_factor=d, prefill_factor=p)
+                return 1e3 / est.tpot_ms
+
             out.append(Observation(f"{where}[{i}]", f"tg{n_gen}_{precision}_tokens_per_s", "decode", measured,
-                                   1e3 / est.tpot_ms))
+                                   tg(1.0, 1.0), model=tg))
         elif n_prompt > 0:
-            est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=n_prompt,
-                           output_len=1, concurrency=1)
+            def pp(d: float, p: float, precision: str = precision, n_prompt: int = n_prompt) -> float:
+                est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=n_prompt,
+                               output_len=1, concurrency=1, decode_factor=d, prefill_factor=p)
+                return n_prompt / (est.ttft_ms / 1e3)
+
             out.append(Observation(f"{where}[{i}]", f"pp{n_prompt}_{precision}_tokens_per_s", "prefill", measured,
-                                   n_prompt / (est.ttft_ms / 1e3)))
+                                   pp(1.0, 1.0), model=pp))
     return out
 
 
@@ -99,19 +106,22 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
         conc = int(doc["max_concurrency"])
     else:
         conc = max(1, round(_number(doc, "request_throughput", where) * _number(doc, "mean_e2el_ms", where) / 1e3))
-    est = estimate(model, hardware, precision=precision, engine="vllm", tp=tp, input_len=input_len,
-                   output_len=output_len, concurrency=conc)
+    def at(d: float, p: float) -> Estimate:
+        return estimate(model, hardware, precision=precision, engine="vllm", tp=tp, input_len=input_len,
+                        output_len=output_len, concurrency=conc, decode_factor=d, prefill_factor=p)
+
+    est = at(1.0, 1.0)
     if not est.fits:
         raise InputError(f"{where}: the model says this setup does not fit ({est.reason}); check --model, "
                          "--precision, --tp and the hardware")
     out = [Observation(f"{where}", "output_throughput", "decode", _number(doc, "output_throughput", where),
-                       est.output_tokens_per_s)]
+                       est.output_tokens_per_s, model=lambda d, p: at(d, p).output_tokens_per_s)]
     if doc.get("median_tpot_ms"):
         out.append(Observation(where, "median_tpot_ms", "decode", 1e3 / _number(doc, "median_tpot_ms", where),
-                               1e3 / est.tpot_ms, as_time=True))
+                               1e3 / est.tpot_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).tpot_ms))
     if doc.get("median_ttft_ms") and conc <= est.max_concurrency:
         out.append(Observation(where, "median_ttft_ms", "prefill", 1e3 / _number(doc, "median_ttft_ms", where),
-                               1e3 / est.ttft_ms, as_time=True))
+                               1e3 / est.ttft_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).ttft_ms))
     return out
 
 
@@ -183,8 +193,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     if not observations:
         raise InputError("the result files hold no measured speed (no tg/pp rows, no throughput)")
     bounds = physical_bounds(engine, hardware.measured_memory_bandwidth_gb_per_s is not None)
-    decode = fit_factor(observations, "decode", bounds["decode"])
-    prefill = fit_factor(observations, "prefill", bounds["prefill"])
+    decode, prefill = fit_factors(observations, bounds)
     rows = residuals(observations, decode, prefill)
     profile = CalibrationProfile(
         engine=engine, hardware=hardware.name, gpus=gpu_set(hardware) if engine == "vllm" else None,

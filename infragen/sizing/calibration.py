@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -96,6 +97,8 @@ class Observation:
     as_time: bool = False
     """True when the figure is a time in ms: `measured`/`predicted` hold 1000 / ms (a rate, fitted like the
     others) and residuals show it in ms again."""
+    model: Callable[[float, float], float] | None = field(default=None, compare=False)
+    """The model's prediction (as a rate, like `predicted`) at given (generation, prompt) factors, when known."""
 
 
 def physical_bounds(engine: str, bandwidth_measured: bool = False) -> dict[Phase, tuple[float, float]]:
@@ -118,12 +121,62 @@ def fit_factor(observations: list[Observation], phase: Phase, bounds: tuple[floa
     return min(bounds[1], max(bounds[0], math.exp(statistics.median(logs))))
 
 
+#: Bisection steps of a figure's own factor (on log(factor) over the bounds: far below any figure's precision).
+SOLVE_STEPS = 40
+#: Rounds of generation-then-prompt fitting (a throughput also holds prompt time, a TTFT generation time).
+FIT_ROUNDS = 3
+
+
+def _solve(o: Observation, phase: Phase, others: float, bounds: tuple[float, float]) -> float:
+    """The factor of `phase` at which the model gives `o`'s measured figure (the other phase's factor held at
+    `others`), held to `bounds`; the plain ratio for an observation without a model."""
+    if o.model is None:
+        return min(bounds[1], max(bounds[0], o.measured / o.predicted))
+
+    def gap(log_f: float) -> float:
+        f = math.exp(log_f)
+        assert o.model is not None
+        rate = o.model(f, others) if phase == "decode" else o.model(others, f)
+        return math.log(rate / o.measured)
+
+    lo, hi = math.log(bounds[0]), math.log(bounds[1])
+    if gap(lo) >= 0:
+        return bounds[0]
+    if gap(hi) <= 0:
+        return bounds[1]
+    for _ in range(SOLVE_STEPS):
+        mid = (lo + hi) / 2.0
+        if gap(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp((lo + hi) / 2.0)
+
+
+def fit_factors(observations: list[Observation], bounds: dict[Phase, tuple[float, float]]) -> tuple[float, float]:
+    """(generation, prompt) factors within `bounds`: each the median over its phase's figures of the factor at
+    which the model reproduces the figure (generation first, then prompt with it; FIT_ROUNDS times).
+
+    Solving through the model, not dividing measured by predicted: a factor scales only its phase's part of a
+    figure (the prompt factor the prefill part of TTFT, not its serving overhead or first generation step), so the
+    ratio of whole figures would over- or under-correct; 1.0 for a phase without figures."""
+    usable = [o for o in observations if o.measured > 0 and o.predicted > 0]
+    factors = {"decode": 1.0, "prefill": 1.0}
+    for _ in range(FIT_ROUNDS if any(o.model is not None for o in usable) else 1):
+        for phase, other in (("decode", "prefill"), ("prefill", "decode")):
+            mine = [o for o in usable if o.phase == phase]
+            if mine:
+                logs = [math.log(_solve(o, phase, factors[other], bounds[phase])) for o in mine]  # type: ignore
+                factors[phase] = min(bounds[phase][1], max(bounds[phase][0], math.exp(statistics.median(logs))))
+    return factors["decode"], factors["prefill"]
+
+
 def residuals(observations: list[Observation], decode: float, prefill: float) -> list[Residual]:
     """Before/after of every observation (times shown as times)."""
     out = []
     for o in observations:
         factor = decode if o.phase == "decode" else prefill
-        after = o.predicted * factor
+        after = o.model(decode, prefill) if o.model is not None else o.predicted * factor
         if o.as_time:
             out.append(Residual(source=o.source, metric=o.metric, phase=o.phase, measured=1e3 / o.measured,
                                 before=1e3 / o.predicted, after=1e3 / after))
