@@ -119,29 +119,39 @@ DENSE_GEMMS = DATA / "moe_kernel_h200" / "dense_gemm_h200.csv"
 def dense_gemm_report(engine: str = "vllm") -> list[str]:
     """The step model's linear-layer time per decoder layer against cuBLAS measured on one H200 (qkv, o, gate_up,
     down of Llama-3.1 8B / 70B per GPU at tp 1-8, M = 1-256 tokens, bf16 and fp8, replayed in a CUDA graph):
-    max(2 x params x M / (peak x f_compute), bytes / (bandwidth x f_weights)), `engine`'s fractions and the
-    catalog's H200 figures. Per-layer host/launch overheads are left out (a graph replay has none). Measured, never
-    fitted: it shows what thin per-GPU GEMMs cost at high tp that a roofline divided by tp does not."""
+    `engine`'s linear_kernel (4 x fixed + max(bytes / (bandwidth x read), FLOPs / (peak x fraction))), else its
+    roofline max(2 x params x M / (peak x f_compute), bytes / (bandwidth x f_weights)), the catalog's H200 figures.
+    Per-layer host/launch overheads are left out (a graph replay has none). engines.vllm.linear_kernel is fitted
+    on these rows (benchmarks/dense_gemm_fit.py), so for `vllm` this is a fit check, not an independent one."""
     if not DENSE_GEMMS.exists():
         return []
+    from dense_gemm_fit import GEMMS_PER_ROW
+
+    from infragen.sizing.performance import linear_layers_s
+
     e = load_constants().engines[engine]
     acc = _accelerator("h200", "")
-    bw = (acc.memory_bandwidth_gb_per_s or 0.0) * 1e9 * e.decode_bandwidth_fraction
+    bandwidth = (acc.memory_bandwidth_gb_per_s or 0.0) * 1e9
     with open(DENSE_GEMMS, encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if not r["error"] and r["layer_us"]]
     by: dict[tuple[str, str, int], dict[int, tuple[float, float]]] = defaultdict(dict)
     errs: dict[int, list[float]] = defaultdict(list)
     for r in rows:
         fp8 = r["dtype"] == "fp8"
-        peak = ((acc.fp8_tflops if fp8 else acc.bf16_tflops) or 0.0) * 1e12 * e.prefill_compute_fraction
+        peak = ((acc.fp8_tflops if fp8 else acc.bf16_tflops) or 0.0) * 1e12
         weights = float(r["bytes_touched"])
         flops = 2.0 * weights / (1.0 if fp8 else 2.0) * int(r["M"])
-        model_us = max(flops / peak, weights / bw) * 1e6
+        if e.linear_kernel is not None:
+            model_us = linear_layers_s(e.linear_kernel, GEMMS_PER_ROW, weights, flops, bandwidth, peak, fp8) * 1e6
+        else:
+            model_us = max(flops / (peak * e.prefill_compute_fraction),
+                           weights / (bandwidth * e.decode_bandwidth_fraction)) * 1e6
         measured = float(r["layer_us"])
         by[(r["model"], r["dtype"], int(r["M"]))][int(r["tp"])] = (measured, model_us)
         errs[int(r["tp"])].append(model_us / measured - 1.0)
+    kind = "linear_kernel (fitted on these rows)" if e.linear_kernel is not None else "linear-layer roofline"
     lines = ["", f"dense GEMMs of one layer on one H200 (cuBLAS, CUDA graph; {DENSE_GEMMS.parent.name}/"
-                 f"{DENSE_GEMMS.name}) against the `{engine}` step model's linear-layer roofline, us:"]
+                 f"{DENSE_GEMMS.name}) against the `{engine}` step model's {kind}, us:"]
     for (model, dtype, m), by_tp in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         if m not in (1, 256) or 1 not in by_tp or 8 not in by_tp:
             continue

@@ -78,6 +78,27 @@ class BlockFp8Linear(_Frozen):
     """How they were fitted and how well they reproduce the timing."""
 
 
+class LinearKernel(_Frozen):
+    """The dense linear layers (16-bit GEMMs, per-tensor fp8 scaled_mm) as a timing of the GEMM library shows them:
+    each GEMM costs fixed_us that neither its bytes nor tp divide (launch, pipeline fill, the tail wave), plus the
+    larger of streaming its weights at read_fraction of the datasheet bandwidth and computing at the compute
+    fraction of the tensor peak. Used instead of decode_bandwidth_fraction / prefill_compute_fraction for an
+    engine's non-expert linears (prefill_compute_fraction then prices attention only)."""
+
+    fixed_us: float = Field(ge=0)
+    """Time of one GEMM that does not scale with its bytes or FLOPs, microseconds."""
+    read_fraction: float = Field(gt=0, le=1)
+    """Fraction of the datasheet HBM bandwidth at which a GEMM streams its weights."""
+    compute_fraction: float = Field(gt=0, le=1)
+    """Fraction of the 16-bit (or int8) tensor peak the GEMMs reach once compute-bound."""
+    fp8_compute_fraction: float = Field(gt=0, le=1)
+    """Same for fp8 W8A8 GEMMs, of the fp8 tensor peak."""
+    measured: str
+    """The timing these were fitted on (file, kernel library, GPU)."""
+    fitted_on: str
+    """How they were fitted and how well they reproduce the timing."""
+
+
 class EngineConstants(_Frozen):
     """Efficiency of one GPU engine relative to the hardware peaks (fitted, see `fitted_on`)."""
 
@@ -94,6 +115,9 @@ class EngineConstants(_Frozen):
     """Measured behaviour of the engine's fused-MoE kernel (replaces moe_bandwidth_fraction)."""
     block_fp8_linear: BlockFp8Linear | None = None
     """Measured floor of a block-fp8 checkpoint's dense linears (engines whose block-fp8 kernel was timed)."""
+    linear_kernel: LinearKernel | None = None
+    """Measured per-GEMM cost of the dense linears (replaces the two fitted fractions for them; None: the
+    roofline at decode_bandwidth_fraction / prefill_compute_fraction)."""
     step_overhead_ms: float = Field(ge=0)
     """Fixed host-side cost of one scheduler step (scheduling, sampling, launch), ms."""
     per_seq_overhead_ms: float = Field(ge=0)

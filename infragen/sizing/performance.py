@@ -14,7 +14,7 @@ from functools import lru_cache
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.records import Accelerator
 from infragen.errors import MissingFigureError
-from infragen.sizing.constants import EngineConstants, MoeKernel, load_constants
+from infragen.sizing.constants import EngineConstants, LinearKernel, MoeKernel, load_constants
 from infragen.sizing.memory import head_dim, param_groups, weight_bytes_per_gpu
 from infragen.units import GIGA, TERA
 
@@ -70,6 +70,12 @@ class GpuSetup:
     block_fp8_linear_floor_s: float = 0.0
     """Least time of one stage's dense linears in a decode step when they are block-fp8 (a block-quantized
     checkpoint on fp8 tensor cores, an engine with engines.<engine>.block_fp8_linear); 0 otherwise."""
+    linears_stage: float = 0.0
+    """Non-expert GEMMs one pipeline stage launches per step (layers x linears_per_layer): each pays the
+    engine's linear_kernel.fixed_us."""
+    linears_measured: bool = False
+    """The linears run the kernels engines.<engine>.linear_kernel was timed on: 16-bit GEMMs, or per-tensor fp8
+    W8A8 on fp8 tensor cores. Weight-only int4 / fp8 (Marlin), int8 W8A8 and block-fp8 keep the fitted roofline."""
 
 
 @dataclass(frozen=True)
@@ -192,6 +198,9 @@ def gpu_setup(
         shared_experts=model.num_shared_experts if g.moe_layers else 0,
         moe_activation_bytes_per_pair=pair_bytes,
         block_fp8_linear_floor_s=floor,
+        linears_stage=layers_per_stage * linears_per_layer(model),
+        linears_measured=precision in ("bf16", "fp16") or (
+            peak_kind == "fp8" and model.weight_block_size is None),
         fp8_tensor_math=peak_kind == "fp8",
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
         peak_flops=peak * acc.compute_power_scale * TERA,
@@ -262,6 +271,29 @@ def block_fp8_linear_widths(model: ModelArchitecture, tp: int) -> tuple[list[int
     return attn, mlp, shared
 
 
+def linears_per_layer(model: ModelArchitecture) -> float:
+    """Non-expert GEMMs of one decoder layer as vLLM builds it (fused where vLLM fuses): attention qkv and o (MLA:
+    the fused q/kv down-projection, the q up-projection or q projection, kv_b and o), a dense layer's MLP gate-up
+    and down, a MoE layer's router and its shared experts' gate-up and down; averaged over dense and MoE layers.
+    The routed experts are the fused-MoE kernel's (its own fixed time); the LM head (one GEMM a step) is left out."""
+    g = param_groups(model)
+    attn = 4.0 if model.kv_lora_rank is not None else 2.0
+    moe_share = g.moe_layers / g.num_layers if g.moe_layers else 0.0
+    moe_layer = 1.0 + (2.0 if model.num_shared_experts else 0.0)
+    return attn + (1.0 - moe_share) * 2.0 + moe_share * moe_layer
+
+
+def linear_layers_s(k: LinearKernel, gemms: float, weight_bytes: float, flops: float, bandwidth: float,
+                    peak_flops: float, fp8: bool) -> float:
+    """Time of `gemms` dense GEMMs on one GPU reading `weight_bytes` and computing `flops` (performance.yaml
+    engines.<engine>.linear_kernel): a fixed time per GEMM, which neither the bytes nor tp divide, plus the
+    larger of streaming the weights and computing. Timed on cuBLAS at M 1 - 256: at one token a GEMM of a few
+    MB takes ~4.5 us more than its bytes at the streaming rate, which is why tp 8 is not 8x faster than tp 1."""
+    fraction = k.fp8_compute_fraction if fp8 else k.compute_fraction
+    return gemms * k.fixed_us * 1e-6 + max(weight_bytes / (bandwidth * k.read_fraction),
+                                           flops / (peak_flops * fraction))
+
+
 def moe_kernel_s(k: MoeKernel, layers: float, touched_bytes: float, padded_flops: float, bandwidth: float,
                  peak_flops: float, fp8: bool, activation_bytes: float = 0.0) -> float:
     """Time of `layers` fused-MoE layers on one GPU: a fixed time per layer plus, per layer, the larger of reading
@@ -299,13 +331,24 @@ def stage_step_s(
         gemm = _dense_gemms_and_measured_moe_s(s, e, e.moe_kernel, tokens)
     else:
         padding = s.expert_flops_per_pair * (padded_expert_pairs(s, tokens) - tokens * s.experts_per_token)
-        gemm_compute = (s.dense_flops_per_token * tokens + padding) / gpus / flops_per_s
-        gemm_memory = s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+        gemm_flops = (s.dense_flops_per_token * tokens + padding) / gpus
+        experts_s = 0.0
         if s.num_experts:
             experts_read = s.expert_bytes_gpu * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
             assert e.moe_bandwidth_fraction is not None  # EngineConstants gives it when there is no moe_kernel
-            gemm_memory += experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
-        gemm = max(gemm_compute, gemm_memory, s.block_fp8_linear_floor_s)
+            experts_s = experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
+        lk = e.linear_kernel if s.linears_measured else None
+        if lk is not None:
+            # the weights' streaming time is what the measured GEMMs read; routed experts (not measured here)
+            # stream beside them at moe_bandwidth_fraction inside the same roofline
+            k_frac = lk.fp8_compute_fraction if s.fp8_tensor_math else lk.compute_fraction
+            gemm = s.linears_stage * lk.fixed_us * 1e-6 + max(
+                gemm_flops / (s.peak_flops * k_frac),
+                s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * lk.read_fraction) + experts_s)
+        else:
+            gemm = max(gemm_flops / flops_per_s,
+                       s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction) + experts_s)
+        gemm = max(gemm, s.block_fp8_linear_floor_s)
     attn_compute = s.attn_flops_per_token_ctx * (
         decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens) / gpus / flops_per_s
     # Decode reads every cached token; prefill writes its own tokens' KV once (flash attention keeps the
@@ -330,14 +373,18 @@ def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKerne
     routed_share = s.num_experts / (s.num_experts + s.shared_experts)
     routed_bytes = s.expert_bytes_gpu * routed_share
     routed_flops = s.expert_flops_per_pair * tokens * s.experts_per_token
-    dense_compute = (s.dense_flops_per_token * tokens - routed_flops) / gpus / (
-        s.peak_flops * e.prefill_compute_fraction)
-    dense_memory = (s.weight_bytes_dense_gpu + s.expert_bytes_gpu - routed_bytes) / (
-        s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction)
+    dense_flops = (s.dense_flops_per_token * tokens - routed_flops) / gpus
+    dense_bytes = s.weight_bytes_dense_gpu + s.expert_bytes_gpu - routed_bytes
+    if e.linear_kernel is not None and s.linears_measured:
+        dense = linear_layers_s(e.linear_kernel, s.linears_stage, dense_bytes, dense_flops, s.bandwidth_bytes_per_s,
+                                s.peak_flops, s.fp8_tensor_math)
+    else:
+        dense = max(dense_flops / (s.peak_flops * e.prefill_compute_fraction),
+                    dense_bytes / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction))
     touched = routed_bytes * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
     padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) / gpus
     activation = tokens * s.experts_per_token * s.moe_activation_bytes_per_pair * s.moe_layers_stage
-    return max(dense_compute, dense_memory, s.block_fp8_linear_floor_s) + moe_kernel_s(
+    return max(dense, s.block_fp8_linear_floor_s) + moe_kernel_s(
         k, s.moe_layers_stage, touched, padded, s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math,
         activation)
 
@@ -395,9 +442,10 @@ def steady_state(s: GpuSetup, input_len: int, output_len: int, concurrency: int,
     # serving path outside the engine steps (HTTP, tokenisation, streaming the first chunk).
     ttft = alone + (0.5 * tpot if concurrency > 1 else 0.0) + first_token_s(s)
     dense = (s.dense_flops_per_token * (concurrency + prefill_per_step)) / (s.tp * s.pp)
-    compute_bound = dense / (s.peak_flops * e.prefill_compute_fraction) > s.weight_bytes_dense_gpu / (
-        s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction
-    )
+    lk = e.linear_kernel if s.linears_measured else None
+    compute, read = (e.prefill_compute_fraction, e.decode_bandwidth_fraction) if lk is None else (
+        lk.fp8_compute_fraction if s.fp8_tensor_math else lk.compute_fraction, lk.read_fraction)
+    compute_bound = dense / (s.peak_flops * compute) > s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * read)
     return GpuSpeed(
         ttft_s=ttft,
         tpot_s=tpot,

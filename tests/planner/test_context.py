@@ -25,8 +25,10 @@ def _why(plan) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_a_chat_product_gets_the_trained_context_when_memory_holds_it() -> None:
-    """#15: Llama-3.1-8B chat at 512 + 256 tokens was served with max_model_len 3,072 (4 x (prompt + output))."""
-    plan = _plan()
+    """#15: Llama-3.1-8B chat at 512 + 256 tokens was served with max_model_len 3,072 (4 x (prompt + output)).
+    At 20 requests/s the plan is one H100 (batch 213), whose KV cache holds the trained context beside the batch
+    (at 10 requests/s the L40S replicas' batch of 97 leaves room for 117,040 tokens: the next test's case)."""
+    plan = _plan(peak_requests_per_s=20)
     assert plan.engine.max_model_len == 131072
     assert "--max-model-len" in plan.engine.argv and "131072" in plan.engine.argv
     assert "trained context" in _why(plan) and str(plan.engine.max_num_seqs) in _why(plan)

@@ -55,10 +55,11 @@ def test_fp8_prefill_is_faster_only_on_gpus_with_fp8() -> None:
     kw = dict(input_len=4000, output_len=10, concurrency=1)
     assert estimate(LLAMA3_8B, hopper, precision="fp8", **kw).ttft_ms < estimate(
         LLAMA3_8B, hopper, precision="bf16", **kw).ttft_ms * 0.8
-    # weight-only fp8 on Ampere: same 16-bit tensor math for prefill, fewer bytes for decode
+    # weight-only fp8 on Ampere: 16-bit tensor math for prefill (Marlin, priced by the fitted roofline; bf16 by the
+    # measured cuBLAS kernel), so no faster than bf16; fewer bytes for decode
     a8 = estimate(LLAMA3_8B, ampere, precision="fp8", **kw)
     a16 = estimate(LLAMA3_8B, ampere, precision="bf16", **kw)
-    assert a8.ttft_ms == pytest.approx(a16.ttft_ms, rel=0.05)
+    assert a8.ttft_ms >= a16.ttft_ms
     decode = dict(input_len=100, output_len=500, concurrency=1)
     assert estimate(LLAMA3_8B, ampere, precision="fp8", **decode).tpot_ms < estimate(
         LLAMA3_8B, ampere, precision="bf16", **decode).tpot_ms * 0.85

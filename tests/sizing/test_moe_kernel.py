@@ -18,6 +18,7 @@ from infragen.sizing.performance import (
     expert_read_fraction,
     gpu_figures,
     gpu_setup,
+    linear_layers_s,
     moe_kernel_s,
     padded_expert_pairs,
     stage_step_s,
@@ -113,8 +114,13 @@ def test_a_moe_step_is_the_dense_gemms_plus_the_kernel(model: str, precision: st
         ring = 2.0 * (tp - 1) / tp * tokens * s.hidden_size * s.activation_bytes / s.link_bytes_per_s
         rest = 2 * s.num_layers * (ring + s.allreduce_latency_s) + e.step_overhead_ms * 1e-3 + \
             e.per_seq_overhead_ms * 1e-3 * tokens + e.per_layer_overhead_us * 1e-6 * s.num_layers
+        dense = max(dense_compute, dense_memory)
+        if s.linears_measured:  # 16-bit / per-tensor fp8 dense linears: the measured linear kernel (ttft, 2026-12-04)
+            dense = linear_layers_s(e.linear_kernel, s.linears_stage, s.weight_bytes_dense_gpu + s.expert_bytes_gpu
+                                    - routed, dense_compute * s.peak_flops * e.prefill_compute_fraction,
+                                    s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math)
         assert stage_step_s(s, tokens, 0.0, 0.0, 0.0) == pytest.approx(
-            max(dense_compute, dense_memory, s.block_fp8_linear_floor_s) + moe + rest)
+            max(dense, s.block_fp8_linear_floor_s) + moe + rest)
         assert moe >= s.moe_layers_stage * k.layer_fixed_us * 1e-6
     assert s.fp8_tensor_math == (precision == "fp8")
     assert s.moe_layers_stage == (58 if model == "deepseek-r1" else arch.num_layers)
@@ -137,8 +143,9 @@ def test_dense_models_do_not_touch_the_moe_terms() -> None:
     s = gpu_setup(LLAMA3_8B, gpu_figures(load_catalog().accelerator("H100")), "bf16", 131072.0, "vllm", 1, 1, 1)
     assert s.num_experts == 0 and s.moe_layers_stage == 0.0
     e = engine_constants("vllm")
-    gemm = max(s.dense_flops_per_token * 8 / (s.peak_flops * e.prefill_compute_fraction),
-               s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction))
+    assert e.linear_kernel is not None  # bf16 dense linears: the measured linear kernel (ttft, 2026-12-04)
+    gemm = linear_layers_s(e.linear_kernel, s.linears_stage, s.weight_bytes_dense_gpu, s.dense_flops_per_token * 8,
+                           s.bandwidth_bytes_per_s, s.peak_flops, False)
     host = e.step_overhead_ms * 1e-3 + e.per_seq_overhead_ms * 1e-3 * 8 + e.per_layer_overhead_us * 1e-6 * 32
     assert stage_step_s(s, 8.0, 0.0, 0.0, 0.0) == pytest.approx(gemm + host)
 

@@ -9,8 +9,9 @@ from tests.sizing.conftest import LLAMA3_8B, gpu
 
 
 def test_compute_bound_gemms_and_memory_bound_attention_add_up() -> None:
-    s = gpu_setup(LLAMA3_8B, gpu_figures(gpu()), "bf16", 131072.0, "vllm", 1, 1, 1)
-    e = engine_constants("vllm")
+    # tensorrt-llm: the fitted two-fraction roofline (the vLLM profiles' measured linears: test_linear_kernel.py)
+    s = gpu_setup(LLAMA3_8B, gpu_figures(gpu()), "bf16", 131072.0, "tensorrt-llm", 1, 1, 1)
+    e = engine_constants("tensorrt-llm")
     seqs, ctx, prompt = 64.0, 4096.0, 512.0
     flops_per_s = s.peak_flops * e.prefill_compute_fraction
     gemm = max(s.dense_flops_per_token * (seqs + prompt) / flops_per_s,
