@@ -215,10 +215,14 @@ def erlang_c(servers: int, offered: float) -> float:
     if offered >= servers:
         return 1.0
     b = 1.0
-    for k in range(1, servers + 1):
+    for k in _FLOAT_COUNTS[1:servers + 1] if servers < len(_FLOAT_COUNTS) else map(float, range(1, servers + 1)):
         ob = offered * b  # the same product twice: once
-        b = ob / (k + ob)
+        b = ob / (k + ob)  # k a float: the same sum as with the int k (exact below 2^53), without converting it
     return servers * b / (servers - offered * (1.0 - b))
+
+
+#: 0.0, 1.0, 2.0 ...: erlang_c's server counts as floats (its recursion runs over up to max_num_seqs servers).
+_FLOAT_COUNTS = tuple(float(k) for k in range(4097))
 
 
 def _wait_cdf(x: float, waits: tuple[tuple[float, float], ...]) -> float:
@@ -280,15 +284,20 @@ def _ttft_cdf_fn(s_pf: float, busy: float, tau: float,
         x = t - s_pf
         if x < 0:
             return 0.0
-        w = []
-        for y in (x, *[x - off for off in offsets]):
+        e1, e2 = exp(-x / t1), exp(-x / t2)
+        both = 1.0 - e1 * (1.0 + x / t1) if same else 1.0 - (t1 * e1 - t2 * e2) / d
+        w0 = c0 + c1 * (1.0 - e1) + c2 * (1.0 - e2) + c3 * both
+        # The residual points summed left to right from 0.0 as sum() does; the offsets grow, so once one point
+        # is below zero the rest are too (each adds 0.0, which leaves a sum of probabilities unchanged).
+        residual = 0.0
+        for off in offsets:
+            y = x - off
             if y < 0:
-                w.append(0.0)
-                continue
+                break
             e1, e2 = exp(-y / t1), exp(-y / t2)
             both = 1.0 - e1 * (1.0 + y / t1) if same else 1.0 - (t1 * e1 - t2 * e2) / d
-            w.append(c0 + c1 * (1.0 - e1) + c2 * (1.0 - e2) + c3 * both)
-        return idle * w[0] + busy * sum(w[1:]) / _RESIDUAL_POINTS
+            residual += c0 + c1 * (1.0 - e1) + c2 * (1.0 - e2) + c3 * both
+        return idle * w0 + busy * residual / _RESIDUAL_POINTS
 
     return cdf
 

@@ -73,7 +73,7 @@ def test_erlang_c_is_the_textbook_recursion_to_the_bit() -> None:
             b = offered * b / (k + offered * b)
         return servers * b / (servers - offered * (1.0 - b))
 
-    for servers in (1, 2, 7, 64, 256, 1024):
+    for servers in (1, 2, 7, 64, 256, 1024, 4096, 4097, 5000):  # the float table ends at 4096
         for share in (1e-6, 0.01, 0.3, 0.8, 0.999):
             assert erlang_c(servers, share * servers) == textbook(servers, share * servers)
 
