@@ -99,6 +99,27 @@ class LinearKernel(_Frozen):
     """How they were fitted and how well they reproduce the timing."""
 
 
+class MoeLayerOps(_Frozen):
+    """The parts of a MoE decoder layer outside its GEMMs, attention and expert kernel, as timed on a GPU: the
+    16-bit router GEMM, a number of small kernels (norms, RoPE, KV-cache write, top-k, expert sorting) that are
+    launch-bound at decode sizes, the two add-norms' bytes at prefill sizes, and MLA's absorbed decode bmms."""
+
+    router_us: float = Field(ge=0)
+    """The router GEMM ([experts, hidden], 16-bit, replicated) at decode batches, microseconds."""
+    kernels_per_layer: int = Field(ge=0)
+    """Small kernels a MoE layer runs besides its GEMMs, attention and expert kernel (read in the engine)."""
+    kernel_us: float = Field(ge=0)
+    """Time of one such kernel in a CUDA graph at decode sizes (launch-bound), microseconds."""
+    norm_bandwidth_fraction: float = Field(gt=0, le=1)
+    """Achieved fraction of the datasheet HBM bandwidth of residual-add + RMSNorm at prefill-sized steps."""
+    mla_absorb_bmm_us: float = Field(ge=0)
+    """MLA layers (kv_lora_rank): the two absorbed decode bmms (q with W_UK, the output with W_UV), microseconds."""
+    measured: str
+    """The timing these were derived from (files, ops, GPU)."""
+    fitted_on: str
+    """How they were derived (which rows, which statistic) and what the kernel count was read in."""
+
+
 class EngineConstants(_Frozen):
     """Efficiency of one GPU engine relative to the hardware peaks (fitted, see `fitted_on`)."""
 
@@ -118,6 +139,8 @@ class EngineConstants(_Frozen):
     linear_kernel: LinearKernel | None = None
     """Measured per-GEMM cost of the dense linears (replaces the two fitted fractions for them; None: the
     roofline at decode_bandwidth_fraction / prefill_compute_fraction)."""
+    moe_layer_ops: MoeLayerOps | None = None
+    """Measured router, small kernels and MLA bmms of a MoE layer (engines whose layer ops were timed)."""
     step_overhead_ms: float = Field(ge=0)
     """Fixed host-side cost of one scheduler step (scheduling, sampling, launch), ms."""
     per_seq_overhead_ms: float = Field(ge=0)

@@ -76,6 +76,11 @@ class GpuSetup:
     linears_measured: bool = False
     """The linears run the kernels engines.<engine>.linear_kernel was timed on: 16-bit GEMMs, or per-tensor fp8
     W8A8 on fp8 tensor cores. Weight-only int4 / fp8 (Marlin), int8 W8A8 and block-fp8 keep the fitted roofline."""
+    moe_layer_ops_fixed_s: float = 0.0
+    """One stage's MoE-layer parts outside the GEMMs, attention and experts that do not grow with the step's tokens
+    (router GEMM, launch-bound small kernels, MLA's absorbed bmms: engines.<engine>.moe_layer_ops); 0 otherwise."""
+    moe_layer_ops_s_per_token: float = 0.0
+    """Seconds per token in the step of those parts: the MoE layers' two residual-add + RMSNorm passes."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,12 @@ def gpu_setup(
         per_layer = [(attn + mlp, 1.0 - moe_share), (attn + shared, moe_share)]
         floor = sum(share * sum(block.fixed_us + block.per_k_ns * 1e-3 * k for k in ks) * 1e-6
                     for ks, share in per_layer) * layers_per_stage
+    linears_measured = precision in ("bf16", "fp16") or (peak_kind == "fp8" and model.weight_block_size is None)
+    # the router is one of the linears linear_kernel prices when it prices them (linears_per_layer)
+    router_priced = engine_constants(engine).linear_kernel is not None and linears_measured
+    ops_fixed, ops_per_token = moe_layer_ops_s(engine, model, acc, layers_per_stage,
+                                               layers_per_stage * g.moe_layers / g.num_layers if g.moe_layers else 0.0,
+                                               router_priced)
     ic = c.interconnect
     # A ring all-reduce moves 2 (n-1)/n of the message per GPU at the link's achieved bus bandwidth, plus the
     # small-message time measured for that link and GPU count (performance.yaml: interconnect).
@@ -199,8 +210,9 @@ def gpu_setup(
         moe_activation_bytes_per_pair=pair_bytes,
         block_fp8_linear_floor_s=floor,
         linears_stage=layers_per_stage * linears_per_layer(model),
-        linears_measured=precision in ("bf16", "fp16") or (
-            peak_kind == "fp8" and model.weight_block_size is None),
+        linears_measured=linears_measured,
+        moe_layer_ops_fixed_s=ops_fixed,
+        moe_layer_ops_s_per_token=ops_per_token,
         fp8_tensor_math=peak_kind == "fp8",
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
         peak_flops=peak * acc.compute_power_scale * TERA,
@@ -294,6 +306,27 @@ def linear_layers_s(k: LinearKernel, gemms: float, weight_bytes: float, flops: f
                                            flops / (peak_flops * fraction))
 
 
+def moe_layer_ops_s(engine: str, model: ModelArchitecture, acc: GpuFigures, layers: int,
+                    moe_layers: float, router_priced: bool = False) -> tuple[float, float]:
+    """One stage's MoE-layer parts that the GEMM, attention and expert terms leave out, from the engine's timing
+    (performance.yaml engines.<engine>.moe_layer_ops): per MoE layer the router GEMM (unless `router_priced`: the
+    engine's linear_kernel already counts it among the layer's GEMMs) and kernels_per_layer small kernels at
+    their launch-bound floor, per MLA layer the two absorbed decode bmms (seconds); and per token in
+    the step the MoE layers' two residual-add + RMSNorm passes (read hidden and residual, write both, 16-bit:
+    8 x hidden bytes each) at the measured share of the datasheet bandwidth (seconds per token). (0, 0) for dense
+    models and engines without a timing."""
+    ops = engine_constants(engine).moe_layer_ops
+    if ops is None or not moe_layers or acc.memory_bandwidth_gb_per_s is None:
+        return 0.0, 0.0
+    router = 0.0 if router_priced else ops.router_us
+    fixed = moe_layers * (router + ops.kernels_per_layer * ops.kernel_us) * 1e-6
+    if model.kv_lora_rank is not None:
+        fixed += layers * ops.mla_absorb_bmm_us * 1e-6
+    per_token = moe_layers * 2 * 8 * model.hidden_size / (
+        acc.memory_bandwidth_gb_per_s * GIGA * ops.norm_bandwidth_fraction)
+    return fixed, per_token
+
+
 def moe_kernel_s(k: MoeKernel, layers: float, touched_bytes: float, padded_flops: float, bandwidth: float,
                  peak_flops: float, fp8: bool, activation_bytes: float = 0.0) -> float:
     """Time of `layers` fused-MoE layers on one GPU: a fixed time per layer plus, per layer, the larger of reading
@@ -368,7 +401,8 @@ def stage_step_s(
 
 def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKernel, tokens: float) -> float:
     """The non-expert GEMMs (and shared experts, always read) on their roofline, then the routed experts as the
-    measured fused-MoE kernel runs them: separate kernels, so the times add."""
+    measured fused-MoE kernel runs them, then the MoE layers' router, small kernels and norms as measured
+    (moe_layer_ops_s): separate kernels, so the times add."""
     gpus = s.tp * s.pp
     routed_share = s.num_experts / (s.num_experts + s.shared_experts)
     routed_bytes = s.expert_bytes_gpu * routed_share
@@ -384,9 +418,10 @@ def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKerne
     touched = routed_bytes * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
     padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) / gpus
     activation = tokens * s.experts_per_token * s.moe_activation_bytes_per_pair * s.moe_layers_stage
+    layer_ops = s.moe_layer_ops_fixed_s + tokens * s.moe_layer_ops_s_per_token
     return max(dense, s.block_fp8_linear_floor_s) + moe_kernel_s(
         k, s.moe_layers_stage, touched, padded, s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math,
-        activation)
+        activation) + layer_ops
 
 
 def token_step_s(

@@ -119,8 +119,10 @@ def test_a_moe_step_is_the_dense_gemms_plus_the_kernel(model: str, precision: st
             dense = linear_layers_s(e.linear_kernel, s.linears_stage, s.weight_bytes_dense_gpu + s.expert_bytes_gpu
                                     - routed, dense_compute * s.peak_flops * e.prefill_compute_fraction,
                                     s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math)
+        # the router, small kernels and norms of the MoE layers: tests/sizing/test_moe_layer_ops.py
+        layer_ops = s.moe_layer_ops_fixed_s + tokens * s.moe_layer_ops_s_per_token
         assert stage_step_s(s, tokens, 0.0, 0.0, 0.0) == pytest.approx(
-            max(dense, s.block_fp8_linear_floor_s) + moe + rest)
+            max(dense, s.block_fp8_linear_floor_s) + moe + layer_ops + rest)
         assert moe >= s.moe_layers_stage * k.layer_fixed_us * 1e-6
     assert s.fp8_tensor_math == (precision == "fp8")
     assert s.moe_layers_stage == (58 if model == "deepseek-r1" else arch.num_layers)
