@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +89,25 @@ def _llama_bench(doc: Any, where: str, model: ModelArchitecture, hardware: Hardw
     return out
 
 
+def _online_rate(doc: dict[str, Any]) -> float | None:
+    """The run's Poisson request rate (requests/s) when it was an online run at a finite rate, else None."""
+    rate, conc = doc.get("request_rate"), doc.get("max_concurrency")
+    if isinstance(conc, int) and not isinstance(conc, bool) and conc > 0:
+        return None  # a closed loop of max_concurrency clients
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not math.isfinite(rate) or rate <= 0:
+        return None  # `inf`: every request at once (a burst the batch drains)
+    return float(rate)
+
+
 def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hardware: Hardware, precision: str,
-                 tp: int) -> list[Observation]:
+                 tp: int, engines: int = 1) -> list[Observation]:
     """TPOT and output throughput (decode) and TTFT (prefill) of one `vllm bench serve` result.
 
-    Lengths are the run's means; the running batch is max_concurrency when set, else Little's law
-    (request throughput x mean end-to-end latency).
+    Lengths are the run's means. A run at a finite request rate is an online run: the load model `estimate --rate`
+    uses at the rate one engine served (_online_result). Otherwise the running batch is max_concurrency when set,
+    else Little's law (request throughput x mean end-to-end latency; without mean_e2el_ms, which older runs leave
+    out, the mean TTFT plus (output - 1) x mean TPOT). `engines`: how many engines shared the run's requests
+    (a load balancer in front): each served 1/engines of the rate, the concurrency and the throughput.
     """
     from infragen.sizing.estimate import estimate
 
@@ -102,10 +116,18 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
         raise InputError(f"{where}: completed: no request completed, nothing to calibrate on")
     input_len = max(1, round(_number(doc, "total_input_tokens", where) / completed))
     output_len = max(2, round(_number(doc, "total_output_tokens", where) / completed))
+    rate = _online_rate(doc)
+    if rate is not None:
+        return _online_result(doc, where, model, hardware, precision, tp, rate / engines, input_len, output_len)
     if isinstance(doc.get("max_concurrency"), int) and doc["max_concurrency"] > 0:
-        conc = int(doc["max_concurrency"])
+        conc = max(1, math.ceil(int(doc["max_concurrency"]) / engines))
     else:
-        conc = max(1, round(_number(doc, "request_throughput", where) * _number(doc, "mean_e2el_ms", where) / 1e3))
+        if "mean_e2el_ms" in doc:
+            e2e_ms = _number(doc, "mean_e2el_ms", where)
+        else:
+            e2e_ms = _number(doc, "mean_ttft_ms", where) + (output_len - 1) * _number(doc, "mean_tpot_ms", where)
+        conc = max(1, round(_number(doc, "request_throughput", where) * e2e_ms / 1e3 / engines))
+
     def at(d: float, p: float) -> Estimate:
         return estimate(model, hardware, precision=precision, engine="vllm", tp=tp, input_len=input_len,
                         output_len=output_len, concurrency=conc, decode_factor=d, prefill_factor=p)
@@ -114,7 +136,7 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     if not est.fits:
         raise InputError(f"{where}: the model says this setup does not fit ({est.reason}); check --model, "
                          "--precision, --tp and the hardware")
-    out = [Observation(f"{where}", "output_throughput", "decode", _number(doc, "output_throughput", where),
+    out = [Observation(f"{where}", "output_throughput", "decode", _number(doc, "output_throughput", where) / engines,
                        est.output_tokens_per_s, model=lambda d, p: at(d, p).output_tokens_per_s)]
     if doc.get("median_tpot_ms"):
         out.append(Observation(where, "median_tpot_ms", "decode", 1e3 / _number(doc, "median_tpot_ms", where),
@@ -123,6 +145,55 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
         out.append(Observation(where, "median_ttft_ms", "prefill", 1e3 / _number(doc, "median_ttft_ms", where),
                                1e3 / est.ttft_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).ttft_ms))
     return out
+
+
+def _online_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hardware: Hardware, precision: str,
+                   tp: int, rate: float, input_len: int, output_len: int) -> list[Observation]:
+    """Median TPOT (generation) and median TTFT (prompt) of an online run against the load model at `rate` (one
+    engine's requests/s) with vLLM's default scheduler, as `estimate --rate` predicts them. Its output throughput
+    is the arrival rate's, not a speed: not fitted. Past saturation the model's times are infinite (rate 0)."""
+    from functools import cache
+
+    from infragen.sizing.load import LoadPoint
+    from infragen.sizing.load_estimate import LoadModel, prepare_load
+
+    @cache
+    def at(d: float, p: float) -> LoadPoint:
+        load = prepare_load(model, hardware, precision=precision, tp=tp, input_len=input_len, output_len=output_len,
+                            decode_factor=d, prefill_factor=p)
+        if not isinstance(load, LoadModel):
+            raise InputError(f"{where}: the model says this setup does not fit ({load.reason}); check --model, "
+                             "--precision, --tp and the hardware")
+        return load.at(rate, quantiles=(0.5,))
+
+    def per_s(seconds: float) -> float:
+        return 1.0 / seconds if 0 < seconds < math.inf else 0.0
+
+    source = f"{where} at {rate:g}/s per engine"
+    point = at(1.0, 1.0)
+    out = []
+    if doc.get("median_tpot_ms"):
+        out.append(Observation(source, "median_tpot_ms", "decode", 1e3 / _number(doc, "median_tpot_ms", where),
+                               per_s(point.tpot_s), as_time=True, model=lambda d, p: per_s(at(d, p).tpot_s)))
+    if doc.get("median_ttft_ms"):
+        out.append(Observation(source, "median_ttft_ms", "prefill", 1e3 / _number(doc, "median_ttft_ms", where),
+                               per_s(point.ttft_p50_s), as_time=True, model=lambda d, p: per_s(at(d, p).ttft_p50_s)))
+    return out
+
+
+def _documents(text: str, path: Path) -> list[Any]:
+    """The file's JSON document, or each line of a JSON-lines file (`--append-result` appends one result a line)."""
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError as exc:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) > 1:
+            try:
+                return [json.loads(line) for line in lines]
+            except json.JSONDecodeError:
+                pass
+        raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); give `vllm bench serve "
+                         "--save-result` files (one result, or one a line) or `llama-bench -o json` output") from None
 
 
 def calibration_factors(path: Path, hardware: Hardware, engine: str) -> tuple[float, float]:
@@ -152,10 +223,14 @@ def calibration_factors(path: Path, hardware: Hardware, engine: str) -> tuple[fl
 @click.option("--instance", help="Catalog instance type.")
 @click.option("--hardware", "hardware_file", type=click.Path(path_type=Path), help="Machine YAML (hardware probe).")
 @click.option("--tp", type=int, default=None, help="vLLM tensor-parallel size of the run (default: all GPUs).")
+@click.option("--replicas", type=click.IntRange(1, 10_000), default=1, show_default=True,
+              help="vLLM engines the run's requests were spread over (a load balancer in front): each served 1/N "
+                   "of the request rate, the concurrency and the throughput.")
 @click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the profile here (default: print it).")
 def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None, gpu: str | None, gpus: int | None,
-              instance: str | None, hardware_file: Path | None, tp: int | None, output: Path | None) -> None:
+              instance: str | None, hardware_file: Path | None, tp: int | None, replicas: int,
+              output: Path | None) -> None:
     """Fit this machine's generation and prompt speed factors from benchmark result files."""
     from infragen.catalog.models import resolve_model
     from infragen.cli.estimate_cmd import resolve_hardware
@@ -168,25 +243,26 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     engines = set()
     for path in results:
         text = read_text_bounded(path, what="benchmark result", limit=RESULT_FILE_BYTES)
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}); give `vllm bench serve "
-                             "--save-result` files or `llama-bench -o json` output") from None
-        kind = _kind(doc)
-        if kind is None:
+        docs = _documents(text, path)
+        kinds = {_kind(doc) for doc in docs}
+        if None in kinds or len(kinds) != 1:
             raise InputError(f"{path}: neither a `vllm bench serve --save-result` file (output_throughput, "
                              "completed...) nor `llama-bench -o json` output (a list with avg_ts, n_gen...)")
-        if kind == "llama-bench":
-            engines.add("llama.cpp")
-            observations += _llama_bench(doc, path.name, model, hardware)
-        else:
-            if precision is None:
-                raise InputError(f"{path}: a vLLM result does not say the weight precision: pass --precision")
-            engines.add("vllm")
-            observations += _vllm_result(doc, path.name, model, hardware, precision,
-                                         tp or max(1, hardware.gpu_count))
-        inputs.append(CalibrationInput(file=path.name, sha256=hashlib.sha256(text.encode()).hexdigest(), kind=kind))
+        kind = kinds.pop()
+        assert kind is not None
+        for i, doc in enumerate(docs):
+            where = path.name if len(docs) == 1 else f"{path.name}[{i}]"
+            if kind == "llama-bench":
+                engines.add("llama.cpp")
+                observations += _llama_bench(doc, where, model, hardware)
+            else:
+                if precision is None:
+                    raise InputError(f"{path}: a vLLM result does not say the weight precision: pass --precision")
+                engines.add("vllm")
+                observations += _vllm_result(doc, where, model, hardware, precision,
+                                             tp or max(1, hardware.gpu_count), replicas)
+        inputs.append(CalibrationInput(file=path.name, sha256=hashlib.sha256(text.encode()).hexdigest(), kind=kind,
+                                       engines=replicas))
     if len(engines) != 1:
         raise InputError("results of vLLM and llama.cpp calibrate different profiles: give one engine's files")
     engine = engines.pop()

@@ -41,6 +41,8 @@ class CalibrationInput(_Frozen):
     """Digest of the file's bytes."""
     kind: Literal["vllm-bench-serve", "llama-bench"]
     """Which tool wrote it."""
+    engines: int = Field(default=1, ge=1, le=10_000)
+    """vLLM engines the run's requests were spread over (`calibrate --replicas`)."""
 
 
 class Residual(_Frozen):
@@ -123,6 +125,8 @@ def fit_factor(observations: list[Observation], phase: Phase, bounds: tuple[floa
 
 #: Bisection steps of a figure's own factor (on log(factor) over the bounds: far below any figure's precision).
 SOLVE_STEPS = 40
+#: A rate standing for 0 (a load model past saturation predicts an infinite time, a rate of 0) in the solver's logs.
+TINY_RATE = 1e-300
 #: Rounds of generation-then-prompt fitting (a throughput also holds prompt time, a TTFT generation time).
 FIT_ROUNDS = 3
 
@@ -137,7 +141,7 @@ def _solve(o: Observation, phase: Phase, others: float, bounds: tuple[float, flo
         f = math.exp(log_f)
         assert o.model is not None
         rate = o.model(f, others) if phase == "decode" else o.model(others, f)
-        return math.log(rate / o.measured)
+        return math.log(max(rate, TINY_RATE) / o.measured)  # 0: past saturation at f (a time of inf)
 
     lo, hi = math.log(bounds[0]), math.log(bounds[1])
     if gap(lo) >= 0:
@@ -160,7 +164,7 @@ def fit_factors(observations: list[Observation], bounds: dict[Phase, tuple[float
     Solving through the model, not dividing measured by predicted: a factor scales only its phase's part of a
     figure (the prompt factor the prefill part of TTFT, not its serving overhead or first generation step), so the
     ratio of whole figures would over- or under-correct; 1.0 for a phase without figures."""
-    usable = [o for o in observations if o.measured > 0 and o.predicted > 0]
+    usable = [o for o in observations if o.measured > 0 and (o.predicted > 0 or o.model is not None)]
     factors = {"decode": 1.0, "prefill": 1.0}
     for _ in range(FIT_ROUNDS if any(o.model is not None for o in usable) else 1):
         for phase, other in (("decode", "prefill"), ("prefill", "decode")):
@@ -179,11 +183,16 @@ def residuals(observations: list[Observation], decode: float, prefill: float) ->
         after = o.model(decode, prefill) if o.model is not None else o.predicted * factor
         if o.as_time:
             out.append(Residual(source=o.source, metric=o.metric, phase=o.phase, measured=1e3 / o.measured,
-                                before=1e3 / o.predicted, after=1e3 / after))
+                                before=_ms(o.predicted), after=_ms(after)))
         else:
             out.append(Residual(source=o.source, metric=o.metric, phase=o.phase, measured=o.measured,
                                 before=o.predicted, after=after))
     return out
+
+
+def _ms(rate: float) -> float:
+    """A time in ms from its rate (1000 / ms); inf past saturation."""
+    return 1e3 / rate if rate > 0 else math.inf
 
 
 def median_abs_error(rows: list[Residual], which: Literal["before", "after"]) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -140,3 +141,80 @@ def test_generation_is_fitted_first_and_the_prompt_factor_on_top_of_it() -> None
 def test_a_figure_the_bounds_cannot_reach_is_held_at_the_bound() -> None:
     o = Observation("r", "median_ttft_ms", "prefill", 1e3 / 10.0, _ttft_model(1, 1), as_time=True, model=_ttft_model)
     assert fit_factors([o], {"decode": (0.2, 2.0), "prefill": (0.2, 2.0)})[1] == 2.0  # 10 ms < the 10 ms rest
+
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "vllm_results"
+ONLINE = PUBLISHED / "llm-d-4xl40s-llama-3.2-3b-results.jsonl"
+L40S = ["--model", str(PUBLISHED / "llama-3.2-3b-instruct-config.json"), "--precision", "bf16", "--gpu", "l40s",
+        "--gpus", "1", "--replicas", "4"]
+
+
+def test_a_solver_past_saturation_still_finds_the_factor() -> None:
+    # a load model past saturation at the uncalibrated speed predicts an infinite time (a rate of 0)
+    def model(d: float, p: float) -> float:
+        return 0.0 if d < 1.2 else 1e3 / (10.0 / d)
+
+    o = Observation("r", "median_tpot_ms", "decode", 1e3 / 7.0, model(1, 1), as_time=True, model=model)
+    decode, _ = fit_factors([o], {"decode": (0.2, 2.0), "prefill": (0.2, 2.0)})
+    assert decode == pytest.approx(10.0 / 7.0, rel=1e-4)
+
+
+def test_published_online_results_are_fitted_with_the_load_model(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # a real published file (benchmarks/data/vllm_results/sources.yaml): nine runs, one JSON line each, four engines
+    import sys
+
+    sys.path.insert(0, str(PUBLISHED.parents[1]))
+    import online_rate_check
+
+    out = _calibrate(tmp_path, [ONLINE], *L40S)
+    profile = yaml.safe_load(out.read_text())
+    assert profile["inputs"][0]["sha256"] == hashlib.sha256(ONLINE.read_bytes()).hexdigest()
+    assert profile["inputs"][0]["engines"] == 4
+    first = online_rate_check.online_runs()[0]  # no-features at 10 requests/s: 2.5/s per engine
+    tpot = next(r for r in profile["residuals"] if r["source"].startswith(f"{ONLINE.name}[0]")
+                and r["metric"] == "median_tpot_ms")
+    assert tpot["measured"] == pytest.approx(first.measured["median_tpot_ms"])
+    assert tpot["before"] == pytest.approx(first.point()["median_tpot_ms"], rel=1e-6)  # estimate --rate's figure
+    assert "2.5/s per engine" in tpot["source"]
+    # an online run's output throughput is its arrival rate's, not a speed: not fitted
+    assert not any(r["metric"] == "output_throughput" and "/s per engine" in r["source"]
+                   for r in profile["residuals"])
+    assert "median error" in capsys.readouterr().err
+
+
+def test_one_published_online_run_is_reproduced_after_calibration(tmp_path: Path) -> None:
+    one = tmp_path / "run.json"
+    one.write_text(ONLINE.read_text().splitlines()[0])
+    profile = yaml.safe_load(_calibrate(tmp_path, [one], *L40S).read_text())
+    after = {r["metric"]: r["after"] / r["measured"] - 1 for r in profile["residuals"]}
+    assert set(after) == {"median_tpot_ms", "median_ttft_ms"}
+    assert all(abs(e) < 1e-3 for e in after.values())  # one TPOT, one TTFT: both solved exactly
+    before = {r["metric"]: r["before"] / r["measured"] - 1 for r in profile["residuals"]}
+    assert any(abs(e) > 0.01 for e in before.values())  # the calibration had something to correct
+
+
+def test_closed_loop_result_without_e2e_latency_uses_ttft_and_tpot(tmp_path: Path) -> None:
+    line = json.loads(ONLINE.read_text().splitlines()[2])  # request_rate inf: a closed burst, no mean_e2el_ms
+    assert line["request_rate"] == "inf" and "mean_e2el_ms" not in line
+    one = tmp_path / "burst.json"
+    one.write_text(json.dumps(line))
+    profile = yaml.safe_load(_calibrate(tmp_path, [one], *L40S).read_text())
+    assert {r["metric"] for r in profile["residuals"]} >= {"output_throughput", "median_tpot_ms"}
+
+
+def test_real_llama_bench_file_of_this_machine(tmp_path: Path) -> None:
+    run = BENCH / "llama-bench-llama3.2-3b-q4_0-2026-12-04b.json"
+    out = _calibrate(tmp_path, [run], "--model", str(BENCH / "llama-3.2-3b-config.json"), "--hardware",
+                     str(BENCH / "machine-2026-12-04b.yaml"))
+    profile = yaml.safe_load(out.read_text())
+    record = json.loads(run.read_text())
+    assert profile["engine"] == "llama.cpp" and profile["inputs"][0]["kind"] == "llama-bench"
+    measured = sorted(r["measured"] for r in profile["residuals"])
+    assert measured == pytest.approx(sorted(r["avg_ts"] for r in record["results"]))
+    for r in profile["residuals"]:  # one tg and one pp: each moves to its measurement, within the bounds
+        assert abs(r["after"] / r["measured"] - 1) <= abs(r["before"] / r["measured"] - 1) + 1e-9
+    tg = next(r for r in profile["residuals"] if r["metric"].startswith("tg"))
+    assert tg["after"] == pytest.approx(tg["measured"], rel=1e-3)
+    # pp512 Q4_0 needs x1.14: past the prompt bound (1 / prompt_flops_fraction), so held there
+    assert profile["prefill_factor"] == pytest.approx(profile["prefill_bounds"][1])
