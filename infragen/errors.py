@@ -34,6 +34,11 @@ class InputError(InfragenError):
     exit_code = 2
 
 
+def _plural(kind: str) -> str:
+    """`instance family` -> `instance families`, `region` -> `regions`."""
+    return kind[:-1] + "ies" if kind.endswith("y") and kind[-2:-1] not in "aeiou" else kind + "s"
+
+
 class UnknownNameError(InputError):
     """A name (model, GPU, instance type, field) that is not known; carries close matches."""
 
@@ -51,7 +56,7 @@ class UnknownNameError(InputError):
             msg += "; did you mean " + " or ".join(repr(c) for c in close) + "?"
         hint = None
         if len(known) <= 40:
-            hint = f"known {kind}s: {', '.join(known)}"
+            hint = f"known {_plural(kind)}: {', '.join(known)}"
         super().__init__(msg, hint=hint)
         self.name = name
         self.suggestions = close

@@ -55,6 +55,7 @@ def test_family_filter_matching_nothing_gets_did_you_mean(tmp_path: Path, capsys
     code, text = run(capsys, "validate", str(workload(tmp_path, instance_families={"allow": ["g6x"]})))
     assert code == 2
     assert "instance_families.allow[0]: unknown instance family 'g6x'; did you mean" in text and "'g6e'" in text
+    assert "known instance families: c7a," in text  # the hint's plural ("familys" before)
 
 
 def test_your_price_plans_an_unpriced_region_and_the_plan_records_it(
