@@ -22,6 +22,7 @@ from infragen.sizing.calibration import (
     CalibrationInput,
     CalibrationProfile,
     Observation,
+    cpu_of,
     fit_factors,
     gpu_set,
     load_calibration,
@@ -203,10 +204,10 @@ def calibration_factors(path: Path, hardware: Hardware, engine: str) -> tuple[fl
     if profile.engine != engine:
         raise InputError(f"{path}: engine: the profile was measured with {profile.engine}, this estimate is "
                          f"{engine}; calibrate with results of {engine}")
-    if cal.why_not(hardware, engine) is not None:
-        raise InputError(f"{path}: hardware: the profile was measured on {cal.measured_on!r}, this estimate is "
-                         f"for {gpu_set(hardware) or hardware.name!r}; a calibration only holds for the machine it "
-                         "was measured on")
+    why = cal.why_not(hardware, engine)
+    if why is not None:
+        raise InputError(f"{path}: hardware: {why.replace('this candidate', 'this estimate')}; a calibration only "
+                         "holds for the machine it was measured on")
     click.echo(f"calibration {path} applied: generation x{profile.decode_factor:.3f}, prompt x"
                f"{profile.prefill_factor:.3f}; median error on its {len(profile.residuals)} measured figures "
                f"{median_abs_error(profile.residuals, 'before'):.1%} before, "
@@ -273,6 +274,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     rows = residuals(observations, decode, prefill)
     profile = CalibrationProfile(
         engine=engine, hardware=hardware.name, gpus=gpu_set(hardware) if engine == "vllm" else None,
+        cpu=cpu_of(hardware) if engine == "llama.cpp" else None,
         decode_factor=round(decode, 4), prefill_factor=round(prefill, 4),
         decode_bounds=(round(bounds["decode"][0], 4), round(bounds["decode"][1], 4)),
         prefill_bounds=(round(bounds["prefill"][0], 4), round(bounds["prefill"][1], 4)),

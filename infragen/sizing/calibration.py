@@ -70,6 +70,10 @@ class CalibrationProfile(_Frozen):
     gpus: str | None = Field(default=None, max_length=200)
     """The GPUs of `hardware` as `N x GPU` (vLLM results): the profile then holds for any machine with exactly
     those GPUs, since a vLLM estimate reads only the GPUs (sizing/memo.py). None: `hardware` alone decides."""
+    cpu: str | None = Field(default=None, max_length=200)
+    """The CPU of `hardware` (llama.cpp results): vendor, microarchitecture and vCPUs. With it the profile holds
+    only where the CPU is the same too: hardware files of different machines may carry the same name (the probe
+    names them by vendor and cores). None: `hardware` alone decides."""
     decode_factor: float = Field(gt=0, le=20)
     """Multiplies predicted generation speed (divides TPOT); 1 = no change."""
     prefill_factor: float = Field(gt=0, le=20)
@@ -221,6 +225,13 @@ def load_profile(path: Path, *, where: str = "") -> tuple[CalibrationProfile, st
     return profile, hashlib.sha256(text.encode()).hexdigest()
 
 
+def cpu_of(hardware: Hardware) -> str | None:
+    """`vendor microarchitecture, N vCPUs` of a machine's CPU, None without one."""
+    if hardware.cpu is None:
+        return None
+    return f"{hardware.cpu.vendor} {hardware.cpu.microarchitecture}, {hardware.vcpus or '?'} vCPUs"
+
+
 def gpu_set(hardware: Hardware) -> str | None:
     """`N x GPU` of a machine with GPUs (the name a vLLM estimate's GPU-only view carries), else None."""
     return None if hardware.accelerator is None else f"{hardware.gpu_count} x {hardware.accelerator.id}"
@@ -252,6 +263,8 @@ class Calibration:
         if engine != p.engine:
             return f"it was measured with {p.engine}, this candidate runs {engine}"
         names = {hardware.name, gpu_set(hardware)}
+        if p.cpu is not None and p.engine == "llama.cpp" and cpu_of(hardware) not in (None, p.cpu):
+            return f"it was measured on {p.hardware} ({p.cpu}), this candidate is {hardware.name} ({cpu_of(hardware)})"
         if p.hardware in names or (p.gpus is not None and p.gpus in names):
             return None
         return f"it was measured on {self.measured_on}, this candidate is {gpu_set(hardware) or hardware.name}"

@@ -218,3 +218,22 @@ def test_real_llama_bench_file_of_this_machine(tmp_path: Path) -> None:
     assert tg["after"] == pytest.approx(tg["measured"], rel=1e-3)
     # pp512 Q4_0 needs x1.14: past the prompt bound (1 / prompt_flops_fraction), so held there
     assert profile["prefill_factor"] == pytest.approx(profile["prefill_bounds"][1])
+
+
+def test_llama_cpp_profile_holds_only_on_the_cpu_it_was_measured_on(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # the three probed hardware files of benchmarks/data/llama_bench share the name "probed AMD EPYC (2 cores)"
+    config = str(BENCH / "llama-3.2-3b-config.json")
+    out = _calibrate(tmp_path, [BENCH / "llama-bench-llama3.2-3b-q4_0-2026-12-04b.json"], "--model", config,
+                     "--hardware", str(BENCH / "machine-2026-12-04b.yaml"))
+    assert yaml.safe_load(out.read_text())["cpu"] == "amd family 25 model 17, 2 vCPUs"
+    capsys.readouterr()
+    args = ["estimate", "--model", config, "--precision", "q4_0", "--input-len", "1", "--output-len", "128",
+            "--concurrency", "1", "--calibration", str(out)]
+    main([*args, "--hardware", str(BENCH / "machine-2026-12-04.yaml")])  # the same CPU, probed another day
+    assert f"calibration {out} applied" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*args, "--hardware", str(BENCH / "machine.yaml")])  # the same name, another CPU
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "hardware" in err and "family 25 model 17" in err and "family 25 model 1," in err
