@@ -549,8 +549,8 @@ def report_all(rows: bool) -> None:
     by: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by[o.group].append(o)
-    for group, rows in sorted(by.items()):
-        for o in sorted(rows, key=lambda o: -abs(o.error))[:3]:
+    for group, group_outcomes in sorted(by.items()):
+        for o in sorted(group_outcomes, key=lambda o: -abs(o.error))[:3]:
             print(f"  {group:<44} {o.row_id} {o.metric:<28} measured {o.measured:>10.2f} "
                   f"predicted {o.predicted:>10.2f} ({o.error:+.0%}) {o.note}")
     print(f"\nvLLM release check (v0.6 vs v0.5 throughput, ShareGPT 500 prompts, H100 bf16): "
