@@ -141,3 +141,14 @@ def test_an_edited_file_is_read_as_yaml_and_unrepresentable_files_are_left_out(t
     assert '"compat.yaml"' in text and '"engines.yaml"' not in text
     (tmp_path / parsed.PARSED_FILE).write_text(text, encoding="utf-8")
     assert parsed.stale(tmp_path) == ["engines.yaml"]
+
+
+def test_the_generated_files_ship_in_wheels() -> None:
+    import fnmatch
+    import tomllib
+
+    config = tomllib.loads((data_dir().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = config["tool"]["setuptools"]["package-data"]["infragen"]
+    for name in (COMPACT_FILE, PRICES_FILE, "parsed.json"):
+        assert (data_dir() / name).is_file()
+        assert any(fnmatch.fnmatch(f"catalog/data/{name}", p) for p in patterns), name
