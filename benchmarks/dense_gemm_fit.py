@@ -1,12 +1,13 @@
 """Fit performance.yaml's engines.vllm.linear_kernel on the H200 timing of one decoder layer's dense GEMMs.
 
-The timing (benchmarks/data/moe_kernel_h200/dense_gemm_h200.csv: qkv, o, gate_up and down of Llama-3.1 8B / 70B per
-GPU at tp 1/2/4/8, M 1 - 256 tokens, cuBLAS bf16 `matmul` and fp8 per-tensor `_scaled_mm`, CUDA graphs) gives one
-layer's four GEMMs per row. Each row is predicted as the step model predicts a stage's linears
-(performance.linear_layers_s: 4 x fixed + max(weight bytes / (bandwidth x read_fraction), FLOPs / (peak x
-fraction)), the catalog's H200 datasheet 4.8 TB/s and 989 / 1979 TFLOPS) and the constants are grid-searched for the
-least mean squared log error: the fixed time and the read fraction shared by both dtypes, the 16-bit and fp8
-compute fractions each on its own rows. No EX row (extra_calibration.csv) is used.
+The timings give one layer's four GEMMs (qkv, o, gate_up, down) per GPU, cuBLAS bf16 `matmul` and fp8 per-tensor
+`_scaled_mm`, CUDA graphs, one H200: benchmarks/data/moe_kernel_h200/dense_gemm_h200.csv (Llama-3.1 8B / 70B at tp
+1/2/4/8, M 1 - 256 tokens: decode batches) and the GEMM rows of benchmarks/data/layer_ops_h200/dense_prefill_h200.csv
+(the same models and Qwen2.5-0.5B, M 128 - 16384: prefill chunks), summed per layer. Each row is predicted as the
+step model predicts a stage's linears (performance.linear_layers_s: 4 x fixed + max(weight bytes / (bandwidth x
+read_fraction), FLOPs / (peak x fraction)), the catalog's H200 datasheet 4.8 TB/s and 989 / 1979 TFLOPS) and the
+constants are grid-searched for the least mean squared log error: the fixed time and the read fraction shared by both
+dtypes, the 16-bit and fp8 compute fractions each on its own rows. No EX row (extra_calibration.csv) is used.
 `python benchmarks/dense_gemm_fit.py` prints the fit and its residuals; `--check` only the residuals of the
 constants in force.
 """
@@ -26,6 +27,8 @@ from infragen.sizing.constants import LinearKernel, load_constants
 from infragen.sizing.performance import linear_layers_s
 
 DATA = Path(__file__).resolve().parent / "data" / "moe_kernel_h200" / "dense_gemm_h200.csv"
+PREFILL = Path(__file__).resolve().parent / "data" / "layer_ops_h200" / "dense_prefill_h200.csv"
+GEMM_OPS = ("qkv", "o", "gate_up", "down")
 GPU = "h200-141gb"
 #: GEMMs of one Llama decoder layer as vLLM fuses them (qkv, o, gate_up, down): what each row times.
 GEMMS_PER_ROW = 4
@@ -42,8 +45,8 @@ class GemmRow:
     measured_s: float
 
 
-def gemm_rows(path: Path = DATA) -> list[GemmRow]:
-    """The timing's rows with the bytes and FLOPs the model counts for them (2 x weights x M)."""
+def gemm_rows(path: Path = DATA, prefill: Path | None = PREFILL) -> list[GemmRow]:
+    """The timings' layers with the weight bytes and FLOPs the model counts for them (2 x weights x M)."""
     out = []
     with open(path, encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
@@ -54,6 +57,22 @@ def gemm_rows(path: Path = DATA) -> list[GemmRow]:
             m = int(r["M"])
             out.append(GemmRow(r["case"], int(r["tp"]), fp8, m, float(r["bytes_touched"]), 2.0 * weights * m,
                                float(r["layer_us"]) * 1e-6))
+    if prefill is None:
+        return out
+    layers: dict[tuple[str, str, int, int], list[tuple[float, float]]] = {}
+    with open(prefill, encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if r["op"] in GEMM_OPS and not r["error"] and r["us"]:
+                weights = int(r["N"]) * int(r["K"])
+                layers.setdefault((r["case"], r["dtype"], int(r["tp"]), int(r["M"])), []).append(
+                    (float(weights), float(r["us"]) * 1e-6))
+    for (case, dtype, tp, m), parts in layers.items():
+        if len(parts) != len(GEMM_OPS):
+            continue
+        fp8 = dtype == "fp8"
+        weights = sum(w for w, _ in parts)
+        out.append(GemmRow(f"{case}-{dtype}", tp, fp8, m, weights * (1.0 if fp8 else 2.0), 2.0 * weights * m,
+                           sum(t for _, t in parts)))
     return out
 
 

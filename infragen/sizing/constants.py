@@ -120,6 +120,28 @@ class MoeLayerOps(_Frozen):
     """How they were derived (which rows, which statistic) and what the kernel count was read in."""
 
 
+class LayerOps(_Frozen):
+    """A dense layer's non-GEMM kernels, as a timing of them shows: causal prefill flash attention (prompt tokens x
+    layers x attention_row_ns + FLOPs / (16-bit peak x attention_compute_fraction)) and the elementwise ops, each at
+    its measured fraction of the bandwidth on the bytes it moves (residual add + RMSNorm twice, SiLU-mul, RoPE)."""
+
+    attention_compute_fraction: float = Field(gt=0, le=1)
+    """Fraction of the 16-bit tensor peak causal prefill attention reaches on its FLOPs."""
+    attention_row_ns: float = Field(ge=0)
+    """Time per prompt token per layer of prefill attention beside its FLOPs (a query block's pass over the KV
+    loop runs its heads in parallel), nanoseconds."""
+    norm_read_fraction: float = Field(gt=0, le=1)
+    """Fraction of the datasheet bandwidth the residual add + RMSNorm reaches."""
+    activation_read_fraction: float = Field(gt=0, le=1)
+    """Same for SiLU-mul."""
+    rope_read_fraction: float = Field(gt=0, le=1)
+    """Same for the rotary embedding of q and k."""
+    measured: str
+    """The timing these were fitted on (file, kernels, GPU)."""
+    fitted_on: str
+    """How they were fitted and how well they reproduce the timing."""
+
+
 class EngineConstants(_Frozen):
     """Efficiency of one GPU engine relative to the hardware peaks (fitted, see `fitted_on`)."""
 
@@ -139,6 +161,9 @@ class EngineConstants(_Frozen):
     linear_kernel: LinearKernel | None = None
     """Measured per-GEMM cost of the dense linears (replaces the two fitted fractions for them; None: the
     roofline at decode_bandwidth_fraction / prefill_compute_fraction)."""
+    layer_ops: LayerOps | None = None
+    """Measured prefill attention and elementwise ops of dense layers (None: attention at prefill_compute_fraction,
+    elementwise ops not priced)."""
     moe_layer_ops: MoeLayerOps | None = None
     """Measured router, small kernels and MLA bmms of a MoE layer (engines whose layer ops were timed)."""
     step_overhead_ms: float = Field(ge=0)

@@ -14,7 +14,7 @@ from functools import lru_cache
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.records import Accelerator
 from infragen.errors import MissingFigureError
-from infragen.sizing.constants import EngineConstants, LinearKernel, MoeKernel, load_constants
+from infragen.sizing.constants import EngineConstants, LayerOps, LinearKernel, MoeKernel, load_constants
 from infragen.sizing.memory import head_dim, param_groups, weight_bytes_per_gpu
 from infragen.units import GIGA, TERA
 
@@ -73,6 +73,15 @@ class GpuSetup:
     linears_stage: float = 0.0
     """Non-expert GEMMs one pipeline stage launches per step (layers x linears_per_layer): each pays the
     engine's linear_kernel.fixed_us."""
+    layer_ops_bytes_per_token: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """Bytes one token moves on one GPU through a stage's residual add + RMSNorm (twice), SiLU-mul and RoPE
+    (elementwise_bytes_per_token x layers), for dense models; zeros for MoE models (their non-expert terms are the
+    MoE model's)."""
+    attention_peak_flops: float = 0.0
+    """16-bit tensor peak of one GPU (attention runs in 16-bit whatever the weights), FLOP/s."""
+    lm_head_flops_per_token: float = 0.0
+    """2 x the LM head's weights: in dense_flops_per_token, but a prompt token does not run it (vLLM computes
+    logits for the last prompt position only); the measured-linear path leaves it out for prompt tokens."""
     linears_measured: bool = False
     """The linears run the kernels engines.<engine>.linear_kernel was timed on: 16-bit GEMMs, or per-tensor fp8
     W8A8 on fp8 tensor cores. Weight-only int4 / fp8 (Marlin), int8 W8A8 and block-fp8 keep the fitted roofline."""
@@ -213,6 +222,10 @@ def gpu_setup(
         linears_measured=linears_measured,
         moe_layer_ops_fixed_s=ops_fixed,
         moe_layer_ops_s_per_token=ops_per_token,
+        layer_ops_bytes_per_token=(0.0, 0.0, 0.0) if g.moe_layers else tuple(
+            layers_per_stage * b for b in elementwise_bytes_per_token(model, tp)),  # type: ignore[arg-type]
+        lm_head_flops_per_token=2.0 * g.lm_head,
+        attention_peak_flops=(acc.bf16_tflops or acc.fp16_tflops or peak) * acc.compute_power_scale * TERA,
         fp8_tensor_math=peak_kind == "fp8",
         kv_bytes_per_token_gpu=kv_bytes_per_token_gpu,
         peak_flops=peak * acc.compute_power_scale * TERA,
@@ -295,6 +308,30 @@ def linears_per_layer(model: ModelArchitecture) -> float:
     return attn + (1.0 - moe_share) * 2.0 + moe_share * moe_layer
 
 
+def elementwise_bytes_per_token(model: ModelArchitecture, tp: int) -> tuple[float, float, float]:
+    """HBM bytes one token moves through a dense layer's elementwise ops on one GPU, counted as the H200 timing
+    counted them (16-bit, each op reading its inputs and writing its outputs): residual add + RMSNorm twice (x and
+    the residual in, both out: 4 x hidden each), SiLU-mul (gate and up in, product out: 3 x intermediate / tp) and
+    RoPE of q and k in place (read and write: 2 x (q heads / tp + kv heads / tp, at least 1) x head_dim)."""
+    d = head_dim(model)
+    q, kv = model.num_attention_heads / tp, max(1.0, model.num_kv_heads / tp)
+    return 2.0 * 2 * 4 * model.hidden_size, 2.0 * 3 * model.intermediate_size / tp, 2.0 * 2 * (q + kv) * d
+
+
+def prefill_attention_s(k: LayerOps, rows: float, flops: float, peak_flops: float) -> float:
+    """Causal prefill attention on one GPU (performance.yaml engines.<engine>.layer_ops): a time per prompt token
+    per layer plus the FLOPs at the measured fraction of the 16-bit peak. Timed as FA2 through torch SDPA on one
+    H200 (vLLM 0.34 runs FA3 on Hopper: an upper bound)."""
+    return rows * k.attention_row_ns * 1e-9 + flops / (peak_flops * k.attention_compute_fraction)
+
+
+def elementwise_s(k: LayerOps, nbytes: tuple[float, float, float], bandwidth: float) -> float:
+    """The elementwise ops' bytes (norms, SiLU-mul, RoPE) each at its measured fraction of the bandwidth (timed as
+    torch ops on one H200; vLLM runs fused kernels: an upper bound)."""
+    norm, act, rope = nbytes
+    return (norm / k.norm_read_fraction + act / k.activation_read_fraction + rope / k.rope_read_fraction) / bandwidth
+
+
 def linear_layers_s(k: LinearKernel, gemms: float, weight_bytes: float, flops: float, bandwidth: float,
                     peak_flops: float, fp8: bool) -> float:
     """Time of `gemms` dense GEMMs on one GPU reading `weight_bytes` and computing `flops` (performance.yaml
@@ -372,6 +409,7 @@ def stage_step_s(
             experts_s = experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
         lk = e.linear_kernel if s.linears_measured else None
         if lk is not None:
+            gemm_flops -= s.lm_head_flops_per_token * prefill_tokens / gpus
             # the weights' streaming time is what the measured GEMMs read; routed experts (not measured here)
             # stream beside them at moe_bandwidth_fraction inside the same roofline
             k_frac = lk.fp8_compute_fraction if s.fp8_tensor_math else lk.compute_fraction
@@ -382,21 +420,34 @@ def stage_step_s(
             gemm = max(gemm_flops / flops_per_s,
                        s.weight_bytes_dense_gpu / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction) + experts_s)
         gemm = max(gemm, s.block_fp8_linear_floor_s)
-    attn_compute = s.attn_flops_per_token_ctx * (
-        decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens) / gpus / flops_per_s
+    # Only beside the measured linears: the fitted fractions of the other kernels' roofline (Lambda) already carry
+    # attention and the elementwise work, and pricing them again would count them twice.
+    ops = e.layer_ops if s.layer_ops_bytes_per_token[0] and s.linears_measured else None
+    layers_per_stage = math.ceil(s.num_layers / s.pp)
+    if ops is None:
+        attn_compute = s.attn_flops_per_token_ctx * (
+            decode_seqs * decode_ctx_tokens + prefill_tokens * prefill_ctx_tokens) / gpus / flops_per_s
+        t_elementwise = 0.0
+    else:
+        # prompt tokens' causal attention and every token's elementwise ops as their H200 timing shows them
+        attn_compute = s.attn_flops_per_token_ctx * decode_seqs * decode_ctx_tokens / gpus / flops_per_s + \
+            prefill_attention_s(ops, prefill_tokens * layers_per_stage,
+                                s.attn_flops_per_token_ctx * prefill_tokens * prefill_ctx_tokens / gpus,
+                                s.attention_peak_flops)
+        t_elementwise = elementwise_s(ops, tuple(tokens * b for b in s.layer_ops_bytes_per_token),  # type: ignore[arg-type]
+                                      s.bandwidth_bytes_per_s)
     # Decode reads every cached token; prefill writes its own tokens' KV once (flash attention keeps the
     # prompt's K/V tiles on chip, so the quadratic part is compute, not HBM traffic).
     kv_read = s.kv_bytes_per_token_gpu * (decode_seqs * decode_ctx_tokens + prefill_tokens)
     attn_memory = kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
     t_comm = 0.0
-    layers_per_stage = math.ceil(s.num_layers / s.pp)
     if s.tp > 1:
         message = tokens * s.hidden_size * s.activation_bytes
         ring = 2.0 * (s.tp - 1) / s.tp * message / s.link_bytes_per_s
         t_comm = 2 * layers_per_stage * (ring + s.allreduce_latency_s)
     t_host = e.step_overhead_ms * 1e-3 / s.pp + e.per_seq_overhead_ms * 1e-3 * decode_seqs / s.pp
     t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage
-    return gemm + max(attn_compute, attn_memory) + t_comm + t_host + t_launch
+    return gemm + max(attn_compute, attn_memory) + t_elementwise + t_comm + t_host + t_launch
 
 
 def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKernel, tokens: float) -> float:

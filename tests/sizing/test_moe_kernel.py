@@ -14,6 +14,7 @@ from infragen.catalog import load_catalog
 from infragen.catalog.models import load_model_registry
 from infragen.sizing.constants import EngineConstants, load_constants
 from infragen.sizing.performance import (
+    elementwise_s,
     engine_constants,
     expert_read_fraction,
     gpu_figures,
@@ -148,6 +149,8 @@ def test_dense_models_do_not_touch_the_moe_terms() -> None:
     assert e.linear_kernel is not None  # bf16 dense linears: the measured linear kernel (ttft, 2026-12-04)
     gemm = linear_layers_s(e.linear_kernel, s.linears_stage, s.weight_bytes_dense_gpu, s.dense_flops_per_token * 8,
                            s.bandwidth_bytes_per_s, s.peak_flops, False)
+    assert e.layer_ops is not None  # a dense layer's elementwise ops (ttft, 2026-12-04; test_layer_ops.py)
+    gemm += elementwise_s(e.layer_ops, tuple(8 * b for b in s.layer_ops_bytes_per_token), s.bandwidth_bytes_per_s)
     host = e.step_overhead_ms * 1e-3 + e.per_seq_overhead_ms * 1e-3 * 8 + e.per_layer_overhead_us * 1e-6 * 32
     assert stage_step_s(s, 8.0, 0.0, 0.0, 0.0) == pytest.approx(gemm + host)
 
