@@ -5,6 +5,7 @@ Facts only, each with its source; the loader checks them, the sizing engine read
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -247,6 +248,17 @@ class InstanceType(_Record):
         self.__pydantic_private__["_book"] = None  # type: ignore[index]
         return prices
 
+    def with_prices(self, prices: Mapping[str, RegionPrice]) -> InstanceType:
+        """This type with `prices` (by region: the user's) replacing or adding those regions' prices, the others
+        kept, in the order [kept..., given...]; a record still reading from a price book keeps reading from it."""
+        book = self._unread_book()
+        if book is None:
+            return self.model_copy(update={"prices": [*(p for p in self.prices if p.region not in prices),
+                                                      *prices.values()]})
+        copied = super().__copy__()  # the fields without reading the book (this class's __copy__ would)
+        copied.__pydantic_private__["_book"] = _Overlaid(book, self.cloud, self.id, dict(prices))  # type: ignore[index]
+        return copied
+
     def _unread_book(self) -> PriceBook | None:
         """The book `prices` is still to be read from, or None (prices in the record)."""
         private = self.__pydantic_private__
@@ -310,3 +322,26 @@ class InstanceType(_Record):
         self._read()
         return super().__repr_args__()
 
+
+class _Overlaid:
+    """A price book with one type's prices in some regions replaced or added (InstanceType.with_prices)."""
+
+    def __init__(self, book: PriceBook, cloud: str, instance_type: str, prices: dict[str, RegionPrice]) -> None:
+        self._book, self._key, self._prices = book, (cloud, instance_type), prices
+
+    def regions_of(self, cloud: str, instance_type: str) -> list[str]:
+        regions = self._book.regions_of(cloud, instance_type)
+        if (cloud, instance_type) != self._key:
+            return regions
+        return [*(r for r in regions if r not in self._prices), *self._prices]
+
+    def price(self, cloud: str, instance_type: str, region: str) -> RegionPrice | None:
+        if (cloud, instance_type) == self._key and region in self._prices:
+            return self._prices[region]
+        return self._book.price(cloud, instance_type, region)
+
+    def prices_of(self, cloud: str, instance_type: str) -> list[RegionPrice]:
+        prices = self._book.prices_of(cloud, instance_type)
+        if (cloud, instance_type) != self._key:
+            return prices
+        return [*(p for p in prices if p.region not in self._prices), *self._prices.values()]

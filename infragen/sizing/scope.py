@@ -111,8 +111,6 @@ def apply_price_overrides(catalog: Catalog, overrides: list[PriceOverride], *, w
             region=o.region, on_demand_usd_per_hour=usd, on_demand_cny_per_hour=o.on_demand_cny_per_hour,
             spot_usd_per_hour=o.spot_usd_per_hour, source=f"{OVERRIDE_SOURCE} ({at}{note})", as_of="given",
             spot_source=None, zones=[])
-    instances = tuple(
-        inst if inst.id not in by_type else inst.model_copy(update={"prices": [
-            *(p for p in inst.prices if p.region not in by_type[inst.id]), *by_type[inst.id].values()]})
-        for inst in catalog.instances)
+    instances = tuple(inst if inst.id not in by_type else inst.with_prices(by_type[inst.id])
+                      for inst in catalog.instances)
     return dataclasses.replace(catalog, instances=instances)

@@ -107,6 +107,25 @@ def test_a_pinned_plan_reads_only_its_regions() -> None:
     assert _book(catalog).read_regions() == {("aws", "eu-west-1"), ("aws", "ap-northeast-1")}
 
 
+def test_your_prices_keep_the_book_lazy_and_give_the_same_prices() -> None:
+    from infragen.sizing.scope import apply_price_overrides
+    from infragen.spec import PriceOverride
+
+    overrides = [PriceOverride(instance_type="g6e.xlarge", region="us-east-1", on_demand_usd_per_hour=1.0),
+                 PriceOverride(instance_type="g6e.xlarge", region="ca-west-1", on_demand_usd_per_hour=2.0)]
+    catalog = apply_price_overrides(_fresh(), overrides)
+    eager = apply_price_overrides(load_catalog_dir(data_dir()), overrides)
+    g6e, book = catalog.instance("g6e.xlarge"), _book(catalog)
+    assert g6e.price_in("us-east-1") == eager.instance("g6e.xlarge").price_in("us-east-1")
+    assert g6e.price_in("us-east-1").on_demand_usd_per_hour == 1.0
+    assert g6e.price_in("eu-central-1") == eager.instance("g6e.xlarge").price_in("eu-central-1")
+    assert g6e.priced_regions == eager.instance("g6e.xlarge").priced_regions
+    assert g6e.priced_regions[-2:] == ["us-east-1", "ca-west-1"] and "ca-west-1" in catalog.regions("aws")
+    assert book.read_regions() == {("aws", "eu-central-1")}  # the override itself read no line
+    assert g6e.prices == eager.instance("g6e.xlarge").prices
+    assert catalog.instance("g6e.2xlarge").prices == eager.instance("g6e.2xlarge").prices
+
+
 def test_a_row_missing_from_the_price_lines_is_a_data_error() -> None:
     data = json.loads((data_dir() / COMPACT_FILE).read_text(encoding="utf-8"))
     text = "".join(line + "\n" for line in (data_dir() / PRICES_FILE).read_text(encoding="utf-8").splitlines()
