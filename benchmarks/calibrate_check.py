@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from infragen.sizing.calibration import Observation, Phase, fit_factors, physical_bounds
+from infragen.sizing.calibration import Observation, Phase, fit_factors, physical_bounds, vllm_peak_fractions
 
 #: The issue's target: the other rows of the same hardware within 10 % after calibrating on one result.
 TARGET = 0.10
@@ -46,6 +46,9 @@ class Figure:
     predict: Callable[[float, float], float]
     as_time: bool = False
     """A time (ms): lower is faster."""
+    fractions: tuple[float, float] | None = None
+    """vLLM: the largest bandwidth and compute shares the run's setup is modelled at (the physical bounds
+    `infragen calibrate` fits its factors within); None: llama.cpp's bounds."""
 
     def observation(self) -> Observation:
         """The figure as calibrate fits it (times as rates, the model's prediction at any factors)."""
@@ -62,7 +65,7 @@ class Figure:
 def vllm_figures() -> list[Figure]:
     """The EX rows of vLLM >= 0.6 speed metrics that accuracy.py can predict, as figures of their runs."""
     import accuracy
-    from calibration_rows import _accelerator, arch, gpu_of, is_current_vllm_check, model_of, read_rows
+    from calibration_rows import _accelerator, arch, gpu_of, is_current_vllm_check, model_of, precision_of, read_rows
 
     from infragen.sizing.hardware import hardware_from_gpu
 
@@ -92,9 +95,10 @@ def vllm_figures() -> list[Figure]:
         result = " ".join((row["source"].split()[0], name, row["precision"].split()[0], row["input_len"],
                            row["output_len"], row["concurrency"].split()[0]))
         version = row["engine_version"].split()[0]
+        fractions = vllm_peak_fractions(model, hw, precision_of(row["precision"], acc.id), tp)
         out.append(Figure(result, f"vllm on {hw.name}", f"vllm {version} {name} {row['precision'].split()[0]}",
                           f"{row['id']} {row['metric']}", _VLLM_PHASE[row["metric"]], measured, predict,
-                          as_time=row["metric"].endswith("_ms")))
+                          as_time=row["metric"].endswith("_ms"), fractions=fractions))
     return out
 
 
@@ -162,12 +166,12 @@ def trials(figures: list[Figure], engine: str, bandwidth_measured: bool = False,
     by_hw: dict[str, dict[str, list[Figure]]] = defaultdict(lambda: defaultdict(list))
     for f in figures:
         by_hw[f"{f.hardware}, {f.setup}" if by_setup else f.hardware][f.result].append(f)
-    bounds = physical_bounds(engine, bandwidth_measured)
     out = []
     for hw, results in sorted(by_hw.items()):
         if len(results) < 2:
             continue
         for result, own in sorted(results.items()):
+            bounds = physical_bounds(engine, bandwidth_measured, own[0].fractions)  # as calibrate bounds this run
             factors = fit_factors([f.observation() for f in own], bounds)
             others = [f for r, fs in results.items() if r != result for f in fs]
             out.append(Trial(hw, result, factors, [f.error((1.0, 1.0)) for f in others],

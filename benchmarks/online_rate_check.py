@@ -46,6 +46,16 @@ class OnlineRun:
     gpu: str
     gpus_per_engine: int
 
+    def peak_fractions(self) -> tuple[float, float]:
+        """The bandwidth and compute shares `infragen calibrate` bounds this run's factors by."""
+        from infragen.catalog import load_catalog
+        from infragen.catalog.hf_config import load_hf_config
+        from infragen.sizing.calibration import vllm_peak_fractions
+        from infragen.sizing.hardware import hardware_from_gpu
+
+        hw = hardware_from_gpu(load_catalog().accelerator(self.gpu), self.gpus_per_engine)
+        return vllm_peak_fractions(load_hf_config(DATA / self.model_config), hw, self.precision, self.gpus_per_engine)
+
     def point(self, decode: float = 1.0, prefill: float = 1.0) -> dict[str, float]:
         """The load model's figures (ms) at this engine's rate; inf past saturation."""
         return _point(self.model_config, self.gpu, self.gpus_per_engine, self.precision, self.input_len,
@@ -108,7 +118,8 @@ def figures(runs: list[OnlineRun]) -> list[Figure]:
                 return run.point(d, p)[metric]
 
             out.append(Figure(f"{run.file}[{run.line}] {run.label}", f"vllm on {run.gpus}", run.model_config,
-                              metric, METRICS[metric][1], run.measured[metric], predict, as_time=True))
+                              metric, METRICS[metric][1], run.measured[metric], predict, as_time=True,
+                              fractions=run.peak_fractions()))
     return out
 
 

@@ -30,6 +30,7 @@ from infragen.sizing.calibration import (
     median_abs_error,
     physical_bounds,
     residuals,
+    vllm_peak_fractions,
 )
 from infragen.sizing.types import Estimate, Hardware
 
@@ -269,7 +270,11 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     engine = engines.pop()
     if not observations:
         raise InputError("the result files hold no measured speed (no tg/pp rows, no throughput)")
-    bounds = physical_bounds(engine, hardware.measured_memory_bandwidth_gb_per_s is not None)
+    fractions = None
+    if engine == "vllm":
+        assert precision is not None  # a vLLM result needs it (checked above)
+        fractions = vllm_peak_fractions(model, hardware, precision, tp or max(1, hardware.gpu_count))
+    bounds = physical_bounds(engine, hardware.measured_memory_bandwidth_gb_per_s is not None, fractions)
     decode, prefill = fit_factors(observations, bounds)
     rows = residuals(observations, decode, prefill)
     profile = CalibrationProfile(

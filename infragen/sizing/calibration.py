@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from infragen.architecture import ModelArchitecture
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
 from infragen.sizing.types import Hardware
@@ -107,15 +108,51 @@ class Observation:
     """The model's prediction (as a rate, like `predicted`) at given (generation, prompt) factors, when known."""
 
 
-def physical_bounds(engine: str, bandwidth_measured: bool = False) -> dict[Phase, tuple[float, float]]:
-    """Largest factors that keep each phase at or below 100 % of the peak the model divides by."""
+def physical_bounds(engine: str, bandwidth_measured: bool = False,
+                    fractions: tuple[float, float] | None = None) -> dict[Phase, tuple[float, float]]:
+    """Largest factors that keep each phase at or below 100 % of the peak the model divides by.
+
+    vLLM: `fractions` are the calibrated setup's (vllm_peak_fractions: the largest bandwidth and compute shares
+    its kernels run at); without them, the largest of every kernel the engine's profile models (the tightest
+    bound, right for any setup)."""
     c = load_constants()
     if engine == "llama.cpp":
         bw = c.cpu.measured_bandwidth_fraction if bandwidth_measured else c.cpu.generation_bandwidth_fraction
         return {"decode": (MIN_FACTOR, 1.0 / bw), "prefill": (MIN_FACTOR, 1.0 / c.cpu.prompt_flops_fraction)}
-    e = c.engines["vllm"]
-    decode_hi = 1.0 / max(e.decode_bandwidth_fraction, e.kv_bandwidth_fraction)
-    return {"decode": (MIN_FACTOR, decode_hi), "prefill": (MIN_FACTOR, 1.0 / e.prefill_compute_fraction)}
+    bandwidth, compute = fractions if fractions is not None else _every_vllm_fraction()
+    return {"decode": (MIN_FACTOR, 1.0 / bandwidth), "prefill": (MIN_FACTOR, 1.0 / compute)}
+
+
+def _every_vllm_fraction() -> tuple[float, float]:
+    """The largest bandwidth and compute shares of any kernel engines.vllm models (performance.yaml)."""
+    e = load_constants().engines["vllm"]
+    bandwidth = [e.decode_bandwidth_fraction, e.kv_bandwidth_fraction, e.moe_bandwidth_fraction or 0.0]
+    compute = [e.prefill_compute_fraction]
+    if e.linear_kernel is not None:
+        bandwidth.append(e.linear_kernel.read_fraction)
+        compute += [e.linear_kernel.compute_fraction, e.linear_kernel.fp8_compute_fraction]
+    if e.moe_kernel is not None:
+        bandwidth.append(e.moe_kernel.read_fraction)
+        compute += [e.moe_kernel.compute_fraction, e.moe_kernel.fp8_compute_fraction]
+    if e.layer_ops is not None:
+        o = e.layer_ops
+        bandwidth += [o.norm_read_fraction, o.activation_read_fraction, o.rope_read_fraction]
+        compute.append(o.attention_compute_fraction)
+    if e.moe_layer_ops is not None:
+        bandwidth.append(e.moe_layer_ops.norm_bandwidth_fraction)
+    return max(bandwidth), max(compute)
+
+
+def vllm_peak_fractions(model: ModelArchitecture, hardware: Hardware, precision: str, tp: int) -> tuple[float, float]:
+    """The largest bandwidth and compute shares at which the step model runs any kernel of `model` in `precision`
+    on `hardware`'s GPUs at tensor-parallel `tp` (performance.peak_fractions)."""
+    from infragen.sizing.performance import gpu_figures, gpu_setup, peak_fractions
+
+    if hardware.accelerator is None:
+        raise InputError(f"{hardware.name}: a vLLM calibration needs a machine with GPUs")
+    pp = max(1, hardware.gpu_count // max(1, tp))
+    setup = gpu_setup(model, gpu_figures(hardware.accelerator), precision, 1.0, "vllm", tp, pp, 1)
+    return peak_fractions(setup)
 
 
 def fit_factor(observations: list[Observation], phase: Phase, bounds: tuple[float, float]) -> float:

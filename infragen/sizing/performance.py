@@ -376,6 +376,32 @@ def moe_kernel_s(k: MoeKernel, layers: float, touched_bytes: float, padded_flops
         bandwidth * k.read_fraction)
 
 
+def peak_fractions(s: GpuSetup) -> tuple[float, float]:
+    """(largest share of the datasheet bandwidth, largest share of the tensor peak) at which stage_step_s runs any
+    kernel of this setup: the KV read, the dense weights (measured linear kernel or the fitted roofline), the
+    routed experts, the elementwise ops; attention, the linears' and experts' FLOPs. A speed factor past 1 / either
+    would take that kernel past 100 % of its peak (calibration's physical bounds)."""
+    e = engine_constants(s.engine)
+    lk = e.linear_kernel if s.linears_measured else None
+    bandwidth = [e.kv_bandwidth_fraction, lk.read_fraction if lk is not None else e.decode_bandwidth_fraction]
+    compute = [e.prefill_compute_fraction]  # decode attention's FLOPs, and the linears' without a measured kernel
+    if lk is not None:
+        compute.append(lk.fp8_compute_fraction if s.fp8_tensor_math else lk.compute_fraction)
+    if s.num_experts:
+        if e.moe_kernel is not None:
+            bandwidth.append(e.moe_kernel.read_fraction)
+            compute.append(e.moe_kernel.fp8_compute_fraction if s.fp8_tensor_math else e.moe_kernel.compute_fraction)
+        elif e.moe_bandwidth_fraction is not None:
+            bandwidth.append(e.moe_bandwidth_fraction)
+        if e.moe_layer_ops is not None:
+            bandwidth.append(e.moe_layer_ops.norm_bandwidth_fraction)
+    if e.layer_ops is not None and s.layer_ops_bytes_per_token[0] and s.linears_measured:
+        ops = e.layer_ops
+        bandwidth += [ops.norm_read_fraction, ops.activation_read_fraction, ops.rope_read_fraction]
+        compute.append(ops.attention_compute_fraction)
+    return max(bandwidth), max(compute)
+
+
 def stage_step_s(
     s: GpuSetup,
     decode_seqs: float,

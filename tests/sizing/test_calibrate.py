@@ -9,11 +9,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infragen.architecture import ModelArchitecture
 from infragen.cli import main
-from infragen.sizing.calibration import MIN_FACTOR, Observation, fit_factor, fit_factors, physical_bounds
+from infragen.sizing.calibration import (
+    MIN_FACTOR,
+    Observation,
+    fit_factor,
+    fit_factors,
+    physical_bounds,
+    vllm_peak_fractions,
+)
+from infragen.sizing.constants import load_constants
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import hardware_from_gpu
-from tests.sizing.conftest import LLAMA3_8B, gpu
+from tests.sizing.conftest import LLAMA3_8B, MIXTRAL, gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "calibration"
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "llama_bench"
@@ -34,6 +43,32 @@ def test_bounds_are_100_percent_of_the_peak() -> None:
     b = physical_bounds("vllm")
     assert b["decode"][1] > 1.0 and b["prefill"][1] > 1.0
     assert physical_bounds("llama.cpp", bandwidth_measured=False)["decode"][1] == pytest.approx(1 / 0.65)
+
+
+def _vllm_bounds(model: ModelArchitecture, precision: str) -> dict[str, tuple[float, float]]:
+    hw = hardware_from_gpu(gpu(), 1)
+    return physical_bounds("vllm", fractions=vllm_peak_fractions(model, hw, precision, tp=1))  # type: ignore
+
+
+def test_vllm_bounds_follow_the_kernels_the_setup_runs() -> None:
+    # a factor may take the fastest-modelled kernel of the calibrated setup to 100 % of its peak, no further
+    e = load_constants().engines["vllm"]
+    lk, moe = e.linear_kernel, e.moe_kernel
+    assert lk is not None and moe is not None
+    bf16 = _vllm_bounds(LLAMA3_8B, "bf16")  # 16-bit linears: the measured cuBLAS kernel's fractions
+    assert bf16["decode"][1] == pytest.approx(1 / max(lk.read_fraction, e.kv_bandwidth_fraction))
+    assert bf16["prefill"][1] == pytest.approx(1 / lk.compute_fraction)
+    fp8 = _vllm_bounds(LLAMA3_8B, "fp8")  # per-tensor W8A8 on fp8 tensor cores
+    assert fp8["prefill"][1] == pytest.approx(1 / max(lk.fp8_compute_fraction, e.prefill_compute_fraction))
+    awq = _vllm_bounds(LLAMA3_8B, "int4-awq")  # weight-only (Marlin): the fitted roofline fractions
+    assert awq["decode"][1] == pytest.approx(1 / max(e.decode_bandwidth_fraction, e.kv_bandwidth_fraction))
+    assert awq["prefill"][1] == pytest.approx(1 / e.prefill_compute_fraction)
+    mixtral = _vllm_bounds(MIXTRAL, "bf16")  # routed experts: the measured fused-MoE kernel reads at its fraction
+    assert mixtral["decode"][1] == pytest.approx(1 / max(moe.read_fraction, lk.read_fraction))
+    # without a setup: the tightest bound over every kernel the engine's profile models
+    anyone = physical_bounds("vllm")
+    for b in (bf16, fp8, awq, mixtral):
+        assert anyone["decode"][1] <= b["decode"][1] and anyone["prefill"][1] <= b["prefill"][1]
 
 
 def test_factors_scale_vllm_speed() -> None:
@@ -181,6 +216,11 @@ def test_published_online_results_are_fitted_with_the_load_model(tmp_path: Path,
     assert not any(r["metric"] == "output_throughput" and "/s per engine" in r["source"]
                    for r in profile["residuals"])
     assert "median error" in capsys.readouterr().err
+    # Llama-3.2-3B bf16 on the L40S runs the measured 16-bit linears: bounded where they reach 100 % of the peaks
+    lk = load_constants().engines["vllm"].linear_kernel
+    assert lk is not None
+    assert profile["prefill_bounds"][1] == pytest.approx(1 / lk.compute_fraction, abs=1e-4)
+    assert profile["decode_bounds"][1] == pytest.approx(1 / lk.read_fraction, abs=1e-4)
 
 
 def test_one_published_online_run_is_reproduced_after_calibration(tmp_path: Path) -> None:
