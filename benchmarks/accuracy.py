@@ -3,7 +3,8 @@
 Prints, per source and per metric: count, median absolute percentage error, bias and the worst rows; then the
 TensorRT-LLM ceiling check, the per-regime error bands, and the checks of accuracy_checks.py (TP scaling, the
 independent rows by regime and tp), llama_bench_check.py, calibrate_check.py (calibrate on one result, predict
-the others of its hardware) and online_rate_check.py (published runs at a request rate, reported apart).
+the others of its hardware), online_rate_check.py (published runs at a request rate, reported apart) and
+closed_loop_check.py (published runs at --max-concurrency, reported apart, by GPU).
 `--fit` searches the engine constants (prints YAML); `--doc FILE` rewrites FILE's report blocks. Rows and their
 label mapping: calibration_rows.py.
 Run: python benchmarks/accuracy.py [--fit] [--rows] [--doc docs/performance-model.md]
@@ -584,6 +585,10 @@ def report_all(rows: bool) -> None:
     from online_rate_check import report as online_report  # online-rate rows, reported apart (benchmarks/)
 
     for line in online_report():
+        print(line)
+    from closed_loop_check import report as closed_report  # max_concurrency runs, reported apart (benchmarks/)
+
+    for line in closed_report():
         print(line)
     print(f"\nunusable rows: {len(skipped)}")
     for reason in skipped[:8]:

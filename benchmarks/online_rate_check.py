@@ -2,20 +2,25 @@
 model `infragen estimate --rate` uses, reported apart from the closed-loop rows. Never fitted.
 
 Reads benchmarks/data/vllm_results/ (sources.yaml: each file's source, model, GPUs and how many engines shared the
-arrivals). Each run's engine is predicted at its share of the rate (request_rate / engines) with the run's mean
-lengths and vLLM's default scheduler for the GPU; printed: median TPOT, median and p99 TTFT measured vs predicted,
-and then `calibrate` on one run predicting the others of the same hardware (calibrate_check.py). Used by
-accuracy.py; `python benchmarks/online_rate_check.py` alone too.
+arrivals): `--save-result` JSON lines, or the printed "Serving Benchmark Result" block of a run's log
+(`format: printed`). Each run is classed by what bound it (`regime`): an online run (finite rate, the concurrency
+cap, if any, far from reached) is predicted here, a closed loop (max_concurrency reached) by closed_loop_check.py.
+Each online run's engine is predicted at its share of the rate (request_rate / engines) with the run's mean
+lengths and vLLM's default scheduler for the GPU; printed: TPOT (median, else mean), median and p99 TTFT measured
+vs predicted, and then `calibrate` on one run predicting the others of the same hardware (calibrate_check.py).
+Used by accuracy.py; `python benchmarks/online_rate_check.py` alone too.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -25,8 +30,100 @@ from calibrate_check import Figure, report_lines, trials
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm_results"
 #: Figures of a run and the load point field each is compared with (the phase a calibration fits it into).
-METRICS = {"median_tpot_ms": ("tpot_s", "decode"), "median_ttft_ms": ("ttft_p50_s", "prefill"),
-           "p99_ttft_ms": ("ttft_p99_s", "prefill")}
+METRICS = {"median_tpot_ms": ("tpot_s", "decode"), "mean_tpot_ms": ("tpot_s", "decode"),
+           "median_ttft_ms": ("ttft_p50_s", "prefill"), "p99_ttft_ms": ("ttft_p99_s", "prefill")}
+#: A run is a closed loop when Little's law puts at least this share of max_concurrency in flight (the cap bound
+#: it), an online run when at most LOW_SHARE (the arrivals bound it); in between both did and it is left out.
+CLOSED_SHARE = 0.9
+LOW_SHARE = 0.5
+#: Printed result lines (`vllm bench serve` / benchmark_serving.py) -> the `--save-result` key they print.
+_PRINTED = {"Successful requests": "completed", "Maximum request concurrency": "max_concurrency",
+            "Request rate configured (RPS)": "request_rate", "Benchmark duration (s)": "duration",
+            "Total input tokens": "total_input_tokens", "Total generated tokens": "total_output_tokens",
+            "Request throughput (req/s)": "request_throughput", "Output token throughput (tok/s)": "output_throughput"}
+_STAT = re.compile(r"^(Mean|Median|P99) (TTFT|TPOT|ITL|E2EL) \(ms\):\s+([0-9.]+)\s*$")
+
+
+def parse_printed(text: str) -> dict[str, float]:
+    """The figures of the one "Serving Benchmark Result" block in a `vllm bench serve` log, under the keys
+    `--save-result` writes them with (completed, max_concurrency, request_rate, median_ttft_ms, mean_itl_ms...).
+    The rate comes from "Request rate configured" or the "Traffic request rate:" line (inf when so printed)."""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if "Serving Benchmark Result" in line]
+    if len(starts) != 1:
+        raise ValueError(f"expected one 'Serving Benchmark Result' block, found {len(starts)}")
+    doc: dict[str, float] = {}
+    for line in lines[:starts[0]]:
+        if line.startswith("Traffic request rate:"):
+            doc["request_rate"] = float(line.split(":", 1)[1])
+        elif line.startswith("Maximum request concurrency:"):  # older blocks print it only here
+            doc["max_concurrency"] = float(line.split(":", 1)[1])
+    for line in lines[starts[0] + 1:]:
+        if line.startswith("=" * 10):
+            break
+        stat = _STAT.match(line.strip())
+        if stat:
+            kind = {"Mean": "mean", "Median": "median", "P99": "p99"}[stat[1]]
+            doc[f"{kind}_{stat[2].lower()}_ms"] = float(stat[3])
+        elif ":" in line:
+            label, value = (x.strip() for x in line.split(":", 1))
+            if label in _PRINTED:
+                doc[_PRINTED[label]] = float(value)
+    missing = {"completed", "total_input_tokens", "total_output_tokens", "request_throughput",
+               "output_throughput"} - set(doc)
+    if missing:
+        raise ValueError(f"result block lacks {sorted(missing)}")
+    return doc
+
+
+def documents(entry: dict[str, Any], data: Path = DATA) -> list[dict[str, Any]]:
+    """The results of one sources.yaml entry: each JSON line of a `--save-result` file (those whose metadata match
+    the entry's `select`), or the printed block of a log (`format: printed`). A printed run without TPOT lines
+    whose outputs all had the entry's `output_len` gets mean_tpot_ms = (mean E2EL - mean TTFT) / (output_len - 1):
+    each request's own TPOT, averaged."""
+    text = (data / str(entry["file"])).read_text()
+    if entry.get("format", "save-result") != "printed":
+        docs = [json.loads(line) for line in text.splitlines() if line.strip()]
+        select = entry.get("select") or {}  # metadata a run must carry (another engine's runs share the file)
+        return [d for d in docs if all(d.get(k) == v for k, v in select.items())]
+    doc: dict[str, Any] = dict(parse_printed(text))
+    out_len = entry.get("output_len")
+    if ("mean_tpot_ms" not in doc and isinstance(out_len, int) and out_len > 1
+            and doc["total_output_tokens"] == doc["completed"] * out_len and "mean_e2el_ms" in doc):
+        doc["mean_tpot_ms"] = (float(doc["mean_e2el_ms"]) - float(doc["mean_ttft_ms"])) / (out_len - 1)
+    return [doc]
+
+
+def regime(doc: dict[str, Any]) -> str:
+    """What bound the run: "online" (a finite rate, any concurrency cap far from reached), "closed" (the
+    max_concurrency cap reached: Little's law puts >= CLOSED_SHARE of it in flight), "burst" (rate inf, no cap)
+    or "mixed" (a rate and a cap, both binding: neither model applies)."""
+    rate, cap = doc.get("request_rate"), doc.get("max_concurrency")
+    finite = isinstance(rate, int | float) and not isinstance(rate, bool) and math.isfinite(rate) and rate > 0
+    if not cap:
+        return "online" if finite else "burst"
+    in_flight = in_flight_requests(doc)
+    if in_flight >= CLOSED_SHARE * cap:
+        return "closed"
+    if finite and in_flight <= LOW_SHARE * cap:
+        return "online"
+    return "mixed"
+
+
+def in_flight_requests(doc: dict[str, Any]) -> float:
+    """Mean requests in flight over the run, by Little's law: request throughput x mean end-to-end latency
+    (without mean_e2el_ms, which older runs leave out: mean TTFT + (output - 1) x TPOT)."""
+    if "mean_e2el_ms" in doc:
+        e2e_ms = float(doc["mean_e2el_ms"])
+    else:
+        tpot = doc.get("mean_tpot_ms") or doc.get("median_tpot_ms") or 0.0
+        e2e_ms = float(doc["mean_ttft_ms"]) + (doc["total_output_tokens"] / doc["completed"] - 1) * float(tpot)
+    return float(doc["request_throughput"]) * e2e_ms / 1e3
+
+
+def entries(data: Path = DATA) -> list[dict[str, Any]]:
+    """sources.yaml's file entries."""
+    return list(yaml.safe_load((data / "sources.yaml").read_text())["files"])
 
 
 @dataclass(frozen=True)
@@ -45,6 +142,9 @@ class OnlineRun:
     precision: str
     gpu: str
     gpus_per_engine: int
+    throughput_share: float = 1.0
+    """Measured request throughput / request rate (a finite run's includes the drain of its last requests, so a
+    run that kept up lands somewhat under 1; far under, its queue grew)."""
 
     def peak_fractions(self) -> tuple[float, float]:
         """The bandwidth and compute shares `infragen calibrate` bounds this run's factors by."""
@@ -86,23 +186,23 @@ def _point(config: str, gpu: str, gpus: int, precision: str, input_len: int, out
 
 
 def online_runs(data: Path = DATA) -> list[OnlineRun]:
-    """Every run at a finite request rate in the files sources.yaml lists."""
-    doc = yaml.safe_load((data / "sources.yaml").read_text())
+    """Every online run (regime "online": a finite request rate) in the files sources.yaml lists."""
     out = []
-    for entry in doc["files"]:
-        lines = (data / entry["file"]).read_text().splitlines()
-        for i, line in enumerate(x for x in lines if x.strip()):
-            r = json.loads(line)
-            rate = r.get("request_rate")
-            if not isinstance(rate, int | float) or not math.isfinite(rate) or r.get("max_concurrency"):
-                continue  # `inf` and closed-loop runs are no online-rate rows
-            n = r["completed"]
-            label = " ".join(str(r[k]) for k in ("deployment",) if k in r) or entry["file"]
-            out.append(OnlineRun(entry["file"], i, f"{label} {rate:g}/s", f"{entry['gpus_per_engine']} x "
+    for entry in entries(data):
+        for i, r in enumerate(documents(entry, data)):
+            if regime(r) != "online":
+                continue  # `inf`, closed-loop and mixed runs are no online-rate rows
+            rate, n = float(r["request_rate"]), float(r["completed"])
+            label = (" ".join(str(r[k]) for k in ("deployment",) if k in r)
+                     or str(entry["file"]).removesuffix(".log").removesuffix("-results.jsonl"))
+            measured = {m: float(r[m]) for m in METRICS if r.get(m)}
+            if "median_tpot_ms" in measured:
+                measured.pop("mean_tpot_ms", None)  # the median when printed, else the mean
+            out.append(OnlineRun(str(entry["file"]), i, f"{label} {rate:g}/s", f"{entry['gpus_per_engine']} x "
                                  f"{entry['gpu']}", rate / entry["engines"], round(r["total_input_tokens"] / n),
-                                 round(r["total_output_tokens"] / n),
-                                 {m: float(r[m]) for m in METRICS if r.get(m)}, entry["model_config"],
-                                 entry["precision"], entry["gpu"], entry["gpus_per_engine"]))
+                                 round(r["total_output_tokens"] / n), measured, entry["model_config"],
+                                 entry["precision"], entry["gpu"], entry["gpus_per_engine"],
+                                 float(r["request_throughput"]) / rate))
     return out
 
 
@@ -110,7 +210,7 @@ def figures(runs: list[OnlineRun]) -> list[Figure]:
     """The runs' median TPOT and TTFT as calibrate_check figures (one result per run, by GPUs and model)."""
     out = []
     for run in runs:
-        for metric in ("median_tpot_ms", "median_ttft_ms"):
+        for metric in ("median_tpot_ms", "mean_tpot_ms", "median_ttft_ms"):
             if metric not in run.measured:
                 continue
 
@@ -132,11 +232,11 @@ def report() -> list[str]:
     if not runs:
         return [*lines, "  none"]
     errs: dict[str, list[float]] = {m: [] for m in METRICS}
-    unstable = 0
+    unstable = []
     for run in runs:
         pred = run.point()
         if math.isinf(pred["median_tpot_ms"]):
-            unstable += 1
+            unstable.append(f"{run.label} ({run.throughput_share:.2f})")
         parts = []
         for m, v in run.measured.items():
             e = pred[m] / v - 1.0
@@ -150,8 +250,9 @@ def report() -> list[str]:
             lines.append(f"  {m}: n={len(e)} median|err| {statistics.median(abs(x) for x in e):.1%} "
                          f"bias {statistics.median(e):+.1%} (stable predictions only)")
     if unstable:
-        lines.append(f"  {unstable} of {len(runs)} runs predicted past saturation (the model's capacity is below "
-                     "the engine's share of the rate while the run's latencies say it kept up)")
+        lines.append(f"  {len(unstable)} of {len(runs)} runs predicted past saturation (the model's capacity is below "
+                     "the engine's share of the rate; measured request throughput / rate in brackets): "
+                     + ", ".join(unstable))
     lines += report_lines("calibrate on one online run, predict the others of the same GPUs:",
                           trials(figures(runs), "vllm"), verbose=False)
     return lines

@@ -16,12 +16,22 @@ DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "vllm_resul
 
 
 def test_every_finite_rate_run_of_the_published_file_is_a_row() -> None:
-    runs = orc.online_runs()
+    runs = [r for r in orc.online_runs() if r.file == "llm-d-4xl40s-llama-3.2-3b-results.jsonl"]
     lines = [json.loads(x) for x in (DATA / "llm-d-4xl40s-llama-3.2-3b-results.jsonl").read_text().splitlines()]
     finite = [r for r in lines if r["request_rate"] != "inf"]
     assert len(runs) == len(finite) == 6
     assert sorted({r.rate_per_engine for r in runs}) == [2.5, 7.5]  # 10 and 30 requests/s over four engines
     assert {r.gpus for r in runs} == {"1 x l40s"}
+
+
+def test_only_the_selected_engine_of_a_shared_file_is_read() -> None:
+    # nerdalert's file holds vLLM's runs and SGLang's (metadata framework=sgl): sources.yaml selects vLLM's
+    name = "nerdalert-h100-llama-3.1-8b-results.jsonl"
+    lines = [json.loads(x) for x in (DATA / name).read_text().splitlines()]
+    assert {r["framework"] for r in lines} == {"vllm", "sgl"}
+    runs = [r for r in orc.online_runs() if r.file == name]
+    vllm_finite = [r for r in lines if r["framework"] == "vllm" and r["request_rate"] != "inf"]
+    assert [r.measured["median_tpot_ms"] for r in runs] == [r["median_tpot_ms"] for r in vllm_finite]
 
 
 def test_sources_name_repository_commit_and_path() -> None:
@@ -45,5 +55,6 @@ def test_past_saturation_is_reported_not_hidden() -> None:
     text = "\n".join(orc.report())
     saturated = [r for r in orc.online_runs() if math.isinf(r.point()["median_tpot_ms"])]
     if saturated:
-        assert f"{len(saturated)} of 6 runs predicted past saturation" in text
+        assert f"{len(saturated)} of {len(orc.online_runs())} runs predicted past saturation" in text
+        assert all(f"{r.label} ({r.throughput_share:.2f})" in text for r in saturated)
     assert "calibrate on one online run" in text and "; target " in text
