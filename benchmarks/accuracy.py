@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy_checks import (  # noqa: F401
     TARGETS,
     dense_gemm_report,
+    expert_parallel_report,
     moe_class,
     moe_kernel_report,
     regime_split_report,
@@ -65,6 +66,8 @@ from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<
     CURRENT_VLLM_GROUP,
     CURRENT_VLLM_REGIME,
     DATA,
+    EXPERT_PARALLEL_GROUP,
+    EXPERT_PARALLEL_REGIME,
     SHAREGPT_INPUT_TOKENS,
     SHAREGPT_OUTPUT_MEAN_TOKENS,
     SHAREGPT_REQUESTS,
@@ -74,6 +77,7 @@ from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<
     arch,
     gpu_of,
     is_current_vllm_check,
+    is_expert_parallel_check,
     model_of,
     precision_of,
     read_rows,
@@ -113,7 +117,7 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
         return f"{rid}: hardware {row['hardware']!r} has no sourced figures"
     acc = _accelerator(*g)
     hw = hardware_from_gpu(acc, tp * pp)
-    if is_current_vllm_check(row):
+    if is_current_vllm_check(row) or is_expert_parallel_check(row):
         return _current_vllm_row(row, model, acc, hw, measured)
     if metric in ("kv_cache_gpu_blocks", "kv_cache_tokens"):  # V0 '# GPU blocks' / V1 'GPU KV cache size: N tokens'
         util = float(row["concurrency"].split("--gpu-memory-utilization")[1].split()[0].rstrip(";),"))
@@ -218,12 +222,13 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     inp, out = int(row["input_len"]), int(row["output_len"])
     tag = re.search(r"\[check: ([^\]]+)\]", notes)
     cached = bool(tag and tag[1] == "prefix-cached")
+    ep = is_expert_parallel_check(row)
 
     def run(hit_rate: float) -> Estimate:
         return estimate(model, hw, precision=prec, kv_cache_dtype=kv[1] if kv else "auto", tp=tp, pp=pp,
                         input_len=inp, output_len=out, concurrency=conc, max_model_len=mml,
                         gpu_memory_utilization=util, prefix_cache_hit_rate=hit_rate, decode_factor=factors[0],
-                        prefill_factor=factors[1])
+                        prefill_factor=factors[1], expert_parallel=ep)
 
     def figure(e: Estimate) -> float:
         return {"output_tokens_per_s": e.output_tokens_per_s, "ttft_ms": e.ttft_ms, "tpot_ms": e.tpot_ms}[metric]
@@ -236,6 +241,8 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     inner = ", ".join(x for x in (label, tag[1] if tag else "") if x)
     group = f"{CURRENT_VLLM_GROUP}, {inner})" if inner else f"{CURRENT_VLLM_GROUP})"
     regime = f"{CURRENT_VLLM_REGIME}-{label.lower().replace(' ', '-')}" if label else CURRENT_VLLM_REGIME
+    if ep:  # reported apart, beside its tp twin (accuracy_checks.expert_parallel_report)
+        group, regime = f"{EXPERT_PARALLEL_GROUP[:-1]}, {inner})", EXPERT_PARALLEL_REGIME
     note = f"{acc.id} batch {est.concurrency} ({est.regime})"
     if cached:
         cold = figure(run(0.0))
@@ -303,7 +310,7 @@ def evaluate_all(engines: tuple[str, ...] = ()) -> tuple[list[Outcome], list[str
     for row in read_rows():
         if engines and row["engine"] not in engines:
             continue
-        if engines and is_current_vllm_check(row):
+        if engines and (is_current_vllm_check(row) or is_expert_parallel_check(row)):
             continue  # independent check rows never feed fit() (which filters by engine)
         res = evaluate_row(row)
         (skipped if isinstance(res, str) else outcomes).append(res)  # type: ignore[arg-type]
@@ -347,6 +354,8 @@ def _by_regime(outcomes: list[Outcome], value: Callable[[Outcome], float]) -> di
     for o in outcomes:
         if "low-confidence" in o.group or o.group.startswith("ik_llama.cpp"):
             continue  # unsourced CPU figures / a faster fork: not evidence about the product's model
+        if o.regime == EXPERT_PARALLEL_REGIME:
+            continue  # a layout check, reported apart (expert_parallel_report), in no band
         # Many-expert MoE rows form one band, as `estimate` gives those models that regime; the independent
         # vLLM >= 0.6 MoE rows (Qwen3-235B, DeepSeek-R1) are its only rows and still never feed `fit`.
         moe_check = o.regime.startswith(CURRENT_VLLM_REGIME) and "moe" in o.regime
@@ -574,6 +583,8 @@ def report_all(rows: bool) -> None:
     for line in moe_kernel_report():
         print(line)
     for line in current_vllm_report(outcomes):
+        print(line)
+    for line in expert_parallel_report(outcomes):
         print(line)
     llama_rows = bench_rows()
     for line in [*llama_bench_report(llama_rows), *llama_target_lines(llama_rows)]:

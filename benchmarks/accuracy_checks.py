@@ -13,6 +13,7 @@ from calibration_rows import (  # benchmarks/ is not a package: accuracy.py puts
     _CURRENT_VLLM_METRICS,
     CURRENT_VLLM_REGIME,
     DATA,
+    EXPERT_PARALLEL_REGIME,
     SHAREGPT_INPUT_TOKENS,
     SHAREGPT_OUTPUT_MEAN_TOKENS,
     SHAREGPT_REQUESTS,
@@ -172,6 +173,8 @@ TARGETS = {("dense", "output_tokens_per_s"): 0.15, ("dense", "tpot_ms"): 0.15, (
 
 def moe_class(o: Outcome) -> str:
     """dense / MoE (few experts) / many-expert MoE, from the regime check_regime gave an independent row."""
+    if o.regime == EXPERT_PARALLEL_REGIME:
+        return "expert parallel"
     if "mixtral-style" in o.regime:
         return "MoE (few experts)"
     return "many-expert MoE" if "moe" in o.regime else "dense"
@@ -251,4 +254,31 @@ def moe_kernel_report() -> list[str]:
         worst = max(shape_errs, key=abs)
         lines.append(f"  {case:<20} n={len(shape_errs):>3}  median|err| "
                      f"{statistics.median(abs(x) for x in shape_errs):5.1%}  worst {worst:+6.1%}")
+    return lines
+
+
+def expert_parallel_report(outcomes: list[Outcome]) -> list[str]:
+    """The expert-parallel rows (vllm serve --enable-expert-parallel; never fitted) beside their tp twins (the same
+    page's run of the same checkpoint on the same GPUs without EP, named in the row's notes): each prediction, and
+    the EP / tp throughput ratio predicted against measured."""
+    ep = [o for o in outcomes if o.regime == EXPERT_PARALLEL_REGIME]
+    if not ep:
+        return []
+    by_id = {o.row_id: o for o in outcomes}
+    notes = {r["id"]: r["notes"] for r in read_rows()}
+    tps = {r["id"]: r["tp"] for r in read_rows()}
+    lines = ["", "expert parallelism (vLLM >= 0.6 rows served with --enable-expert-parallel, never fitted) and "
+             "their tp twins:"]
+    for o in ep:
+        twin_id = re.search(r"tp twin[^:]*: (EX\d{4})", notes[o.row_id])
+        twin = by_id.get(twin_id[1]) if twin_id else None
+        lines.append(f"  {o.row_id} tp {tps[o.row_id]} EP {o.metric:<20} measured {o.measured:>8.2f} predicted "
+                     f"{o.predicted:>8.2f} ({o.error:+.1%}) {o.note}")
+        if twin is None or twin.predicted is None or o.predicted is None:
+            lines.append("         no tp twin of the same checkpoint at this tp")
+            continue
+        lines.append(f"  {twin.row_id} tp {tps[twin.row_id]}    {twin.metric:<20} measured {twin.measured:>8.2f} "
+                     f"predicted {twin.predicted:>8.2f} ({twin.error:+.1%})")
+        lines.append(f"         EP / tp: measured {o.measured / twin.measured:.3f}, predicted "
+                     f"{o.predicted / twin.predicted:.3f}")
     return lines

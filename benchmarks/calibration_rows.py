@@ -74,7 +74,20 @@ def is_current_vllm_check(row: dict[str, str]) -> bool:
     if row["engine"] != "vLLM" or row["metric"] not in _CURRENT_VLLM_METRICS:
         return False
     m = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
-    return m is not None and (int(m[1]), int(m[2])) >= (0, 6)
+    return m is not None and (int(m[1]), int(m[2])) >= (0, 6) and not is_expert_parallel_check(row)
+
+
+#: Expert-parallel rows (vllm serve --enable-expert-parallel, EX0051-EX0054): predicted with estimate(...,
+#: expert_parallel=True) and reported apart (accuracy_checks.expert_parallel_report) beside their tp twins; in no
+#: fit, band or calibrate check, so the figures of the plain-tp rows stay what they were.
+EXPERT_PARALLEL_GROUP = "vLLM >=0.6 expert parallel (independent)"
+EXPERT_PARALLEL_REGIME = "check-vllm-expert-parallel"
+
+
+def is_expert_parallel_check(row: dict[str, str]) -> bool:
+    """A vLLM speed row whose server ran with expert parallelism ('enable_expert_parallel=true' in its notes)."""
+    return row["engine"] == "vLLM" and row["metric"] in _CURRENT_VLLM_METRICS and bool(
+        re.search(r"\benable_expert_parallel=true\b", row["notes"]))
 
 
 def arch(name: str) -> ModelArchitecture:

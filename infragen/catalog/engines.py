@@ -70,6 +70,20 @@ def pinned_release(engine: str) -> EngineRelease:
         sdist=SourceArchive(**{k: str(v) for k, v in pin["sdist"].items()}) if pin.get("sdist") else None)
 
 
+def expert_parallel_flag(engine: str) -> str | None:
+    """The option of the pinned `engine` release that turns on expert parallelism (engines.yaml
+    `expert_parallel.flag`, checked against the release's own parser description); None where it has none."""
+    pins = _load("engines.yaml")["engines"]
+    ep = (pins.get(engine) or {}).get("expert_parallel")
+    if not ep:
+        return None
+    flag = str(ep["flag"])
+    if flag not in pinned_release(engine).options:
+        raise DataError(f"infragen/catalog/data/engines.yaml: {engine} expert_parallel.flag {flag} is not an option "
+                        f"of the pinned release ({pinned_release(engine).described_by})")
+    return flag
+
+
 def pinned_version(engine: str) -> str:
     """The version string of the pinned release."""
     return pinned_release(engine).version

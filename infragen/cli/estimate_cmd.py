@@ -31,7 +31,7 @@ def estimate_document(est: Estimate, hardware: Hardware, model_id: str) -> dict[
         "engine": est.engine,
         "precision": est.precision,
         "kv_cache_dtype": est.kv_cache_dtype,
-        "parallelism": {"tp": est.tp, "pp": est.pp, "nodes": est.nodes},
+        "parallelism": {"tp": est.tp, "pp": est.pp, "nodes": est.nodes, "expert_parallel": est.expert_parallel},
         "concurrency": est.concurrency,
         "memory": {
             "weights_gib_per_gpu": round(est.weights_gib_per_gpu, 3),
@@ -59,7 +59,8 @@ def render_table(doc: dict[str, Any]) -> str:
     par = doc["parallelism"]
     lines = [
         f"model {doc['model']} ({doc['precision']}, kv {doc['kv_cache_dtype']}) on {hw['name']} with {doc['engine']}"
-        f", tp={par['tp']} pp={par['pp']} nodes={par['nodes']}",
+        f", tp={par['tp']}{' (expert parallel)' if par.get('expert_parallel') else ''} pp={par['pp']}"
+        f" nodes={par['nodes']}",
     ]
     if not doc["fits"]:
         lines.append(f"does not fit: {doc['reason']}")
@@ -153,6 +154,9 @@ def _concurrency(value: str) -> int | None:
               help="Calibration profile from `infragen calibrate` (same hardware and engine).")
 @click.option("--prefix-cache-hit-rate", type=float, default=0.0, show_default=True,
               help="Share of prompt tokens already in vLLM's prefix cache (0-1): prefill computes only the rest.")
+@click.option("--expert-parallel", is_flag=True, default=False,
+              help="MoE models, vLLM: serve with --enable-expert-parallel (each GPU of the tp group holds whole "
+                   "experts instead of a slice of every expert).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def estimate(
     model_name: str,
@@ -176,6 +180,7 @@ def estimate(
     gpu_memory_utilization: float,
     calibration_file: Path | None,
     prefix_cache_hit_rate: float,
+    expert_parallel: bool,
     fmt: str,
 ) -> None:
     """Predict what vLLM or llama.cpp does with one model on one machine under one load."""
@@ -207,6 +212,8 @@ def estimate(
     if tp is None:
         tp = max(1, hardware.gpu_count * nodes // pp) if engine == "vllm" else 1
     if rate_per_s is not None:
+        if expert_parallel:
+            raise InputError("--expert-parallel goes with --concurrency: the --rate load model does not take it yet")
         from infragen.cli.rate_output import rate_estimate
 
         rate_estimate(model, hardware, rate_per_s, fmt, engine, precision=precision, kv_cache_dtype=kv_cache_dtype,
@@ -220,6 +227,7 @@ def estimate(
         nodes=nodes, input_len=input_len, output_len=output_len, concurrency=concurrency,
         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
         decode_factor=factors[0], prefill_factor=factors[1], prefix_cache_hit_rate=prefix_cache_hit_rate,
+        expert_parallel=expert_parallel,
     )
     doc = estimate_document(result, hardware, model.id)
     if fmt == "json":

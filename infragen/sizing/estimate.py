@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.compat import architecture_problem, kernel_problem, tp_check, wheel_problem
+from infragen.catalog.engines import expert_parallel_flag
 from infragen.errors import InputError
 from infragen.sizing.constants import load_constants
 from infragen.sizing.cpu_performance import CpuSetup, cpu_setup, generation_step_s, prompt_s
@@ -275,6 +276,7 @@ def estimate(
     decode_factor: float = 1.0,
     prefill_factor: float = 1.0,
     prefix_cache_hit_rate: float = 0.0,
+    expert_parallel: bool = False,
 ) -> Estimate:
     """Memory, latency and throughput of one replica at `concurrency` running requests (None = the max).
 
@@ -282,6 +284,7 @@ def estimate(
     modelled generation and prompt-processing speeds of this hardware and engine (1 = the model as fitted).
     prefix_cache_hit_rate: share of prompt tokens vLLM finds in its prefix cache (cached_prompt_tokens says what
     is credited; llama.cpp: not credited).
+    expert_parallel: vLLM's --enable-expert-parallel (MoE models; performance.gpu_setup says what it changes).
     """
     if decode_factor <= 0 or prefill_factor <= 0:
         raise InputError(f"calibration factors must be > 0 (got {decode_factor}, {prefill_factor})")
@@ -292,10 +295,12 @@ def estimate(
         raise InputError(f"input and output lengths must be >= 1 (got {input_len} and {output_len})")
     if concurrency is not None and concurrency < 1:
         raise InputError(f"concurrency must be >= 1 or max (got {concurrency})")
+    ep_note = expert_parallel_problem(model, engine, tp) if expert_parallel else None
     mem = estimate_memory(
         model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,
         nodes=nodes, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
     )
+    expert_parallel = expert_parallel and ep_note is None
     asked = concurrency or 0
     if not mem.fits:
         return _empty_estimate(mem, mem.reason or "does not fit", asked)
@@ -318,7 +323,7 @@ def estimate(
                    max_sequences(model, mem.kv_cache_capacity_tokens, seq_len, c.vllm_memory.block_size_tokens))
     if max_conc < 1:
         return _empty_estimate(mem, f"not one request of {seq_len} tokens fits the KV cache", asked)
-    notes = list(mem.notes)
+    notes = list(mem.notes) + ([ep_note] if ep_note else [])
     cached = cached_prompt_tokens(input_len, prefix_cache_hit_rate, c.vllm_memory.block_size_tokens)
     if prefix_cache_hit_rate > 0:
         notes.append(f"{PREFIX_CACHE_NOTE}: {cached:,} of {input_len:,} prompt tokens taken as cached (hit rate "
@@ -333,10 +338,12 @@ def estimate(
     m = vllm_memory(model, hardware.memory_per_gpu_gib, precision, mem.kv_cache_dtype, tp, pp, gpu_memory_utilization,
                     profile_tokens=vllm_profile_tokens(model, max_model_len))
     figures = gpu_figures(acc)
-    setup = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "vllm", tp, pp, nodes)
+    setup = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "vllm", tp, pp, nodes,
+                      expert_parallel=expert_parallel)
     speed = steady_state(setup, input_len, output_len, conc, cached)
     tpot_s, ttft_s = speed.tpot_s, speed.ttft_s
-    ceiling = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "tensorrt-llm", tp, pp, nodes)
+    ceiling = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "tensorrt-llm", tp, pp, nodes,
+                        expert_parallel=expert_parallel)
     # The ceiling is TensorRT-LLM's saturation throughput for these lengths on this hardware (what its
     # published measurements are): all requests queued, batch up to 2048 or what the KV cache holds.
     trt_batch = max(1, min(TRTLLM_MAX_BATCH, mem.kv_cache_capacity_tokens // seq_len))
@@ -368,7 +375,25 @@ def estimate(
         ttft_ms=ttft_s * 1e3, tpot_ms=tpot_s * 1e3, e2e_ms=e2e_s * 1e3,
         output_tokens_per_s=conc / tpot_s, requests_per_s=requests_per_s,
         relative_uncertainty=relative_band(regime), regime=regime, notes=tuple(notes),
+        expert_parallel=expert_parallel,
     )
+
+
+def expert_parallel_problem(model: ModelArchitecture, engine: str, tp: int) -> str | None:
+    """Raise InputError where expert parallelism cannot be asked for (no routed experts; an engine whose pinned
+    release has no expert-parallel option: engines.yaml expert_parallel); a note where vLLM takes the flag but does
+    not use it (tp 1); None where it applies."""
+    if not model.num_experts:
+        raise InputError(f"expert parallelism places routed experts on GPUs, but {model.id} has no routed experts "
+                         "(a dense model): drop --expert-parallel")
+    flag = expert_parallel_flag(engine)
+    if flag is None:
+        raise InputError(f"expert parallelism: the pinned {engine} release has no expert-parallel option "
+                         "(engines.yaml expert_parallel)")
+    if tp == 1:
+        return (f"expert parallelism ({flag}) not used at tp 1: vLLM turns it on only when the experts have more "
+                "than one GPU to go to, so this is the plain tp 1 estimate")
+    return None
 
 
 def cached_prompt_tokens(input_len: int, hit_rate: float, block_size_tokens: int) -> int:

@@ -90,6 +90,19 @@ class GpuSetup:
     (router GEMM, launch-bound small kernels, MLA's absorbed bmms: engines.<engine>.moe_layer_ops); 0 otherwise."""
     moe_layer_ops_s_per_token: float = 0.0
     """Seconds per token in the step of those parts: the MoE layers' two residual-add + RMSNorm passes."""
+    expert_parallel: int = 1
+    """Expert-parallel size (vllm serve --enable-expert-parallel): the tp group's GPUs each hold whole routed
+    experts, ceil(E / tp) on the busiest; 1 = the experts are tp-sharded like the other linears."""
+    expert_share_gpu: float = 1.0
+    """Share of every routed (token, expert) pair's FLOPs one GPU of a stage computes: 1/tp when the experts are
+    tp-sharded, ceil(E / EP) / E on the busiest rank under expert parallelism (whole experts, its pairs only)."""
+
+    @property
+    def routed_expert_bytes_gpu(self) -> float:
+        """Routed-expert bytes on one GPU of a stage (expert_bytes_gpu less the tp-sharded shared experts)."""
+        routed = self.num_experts * self.expert_share_gpu
+        shared = self.shared_experts / self.tp
+        return self.expert_bytes_gpu * routed / (routed + shared) if routed else 0.0
 
 
 @dataclass(frozen=True)
@@ -147,8 +160,12 @@ def gpu_setup(
     pp: int,
     nodes: int,
     fp8_scope: str = "all-linear",
+    expert_parallel: bool = False,
 ) -> GpuSetup:
-    """Precompute the per-layout figures (cached on hashable inputs)."""
+    """Precompute the per-layout figures (cached on hashable inputs). `expert_parallel`: vLLM's
+    --enable-expert-parallel with one engine (dp 1): the MoE layers' routed experts are placed whole on the tp
+    group's GPUs (EP size = tp) instead of sharded; attention, dense layers and shared experts stay tp-sharded.
+    At tp 1 vLLM does not turn it on (FusedMoEParallelConfig.make: use_ep needs dp x pcp x tp > 1)."""
     c = load_constants()
     g = param_groups(model)
     nh = model.num_attention_heads
@@ -161,17 +178,31 @@ def gpu_setup(
     dense_flops = 2.0 * g.active()
     weights_gpu = weight_bytes_per_gpu(model, precision, tp, pp, fp8_scope)
     layers_per_stage = math.ceil(model.num_layers / pp)
+    ep = tp if expert_parallel and g.moe_layers and tp > 1 else 1
+    expert_share = 1.0 / tp
     if g.moe_layers:
         from infragen.sizing.memory import linear_bytes_per_weight
 
-        expert_gpu = g.moe_experts_per_layer * linear_bytes_per_weight(precision) / tp
-        expert_gpu *= layers_per_stage * (g.moe_layers / g.num_layers)
-        expert_pair_flops = 2.0 * g.moe_experts_per_layer / (model.num_experts + model.num_shared_experts) \
-            * g.moe_layers
+        one_expert = g.moe_experts_per_layer / (model.num_experts + model.num_shared_experts)
+        expert_pair_flops = 2.0 * one_expert * g.moe_layers
         three_n = expert_pair_flops / (2.0 * g.moe_layers * model.hidden_size)  # w13 + w2 rows of one expert
-        pair_bytes = 2.0 * 2.0 * (three_n / tp + model.hidden_size)
+        if ep > 1:
+            # vLLM 0.34.0 fused_moe/expert_map_manager.py: E // EP experts a rank, the remainder to the low ranks;
+            # the busiest rank holds (and sets the step's time with) ceil(E / EP) whole experts and computes the
+            # pairs routed to them; each of its pairs writes whole-expert intermediates (3N) and a hidden output
+            local = math.ceil(model.num_experts / ep)
+            expert_share = local / model.num_experts
+            expert_gpu = (local + model.num_shared_experts / tp) * one_expert * linear_bytes_per_weight(precision)
+            pair_bytes = 2.0 * 2.0 * (three_n + model.hidden_size) * expert_share
+        else:
+            expert_gpu = g.moe_experts_per_layer * linear_bytes_per_weight(precision) / tp
+            pair_bytes = 2.0 * 2.0 * (three_n / tp + model.hidden_size)
+        expert_gpu *= layers_per_stage * (g.moe_layers / g.num_layers)
+        # weight_bytes_per_gpu counts every expert tp-sliced: that is what comes off it to leave the dense part
+        expert_tp_gpu = g.moe_experts_per_layer * linear_bytes_per_weight(precision) / tp * (
+            layers_per_stage * g.moe_layers / g.num_layers)
     else:
-        expert_gpu = expert_pair_flops = pair_bytes = 0.0
+        expert_gpu = expert_tp_gpu = expert_pair_flops = pair_bytes = 0.0
     if acc.memory_bandwidth_gb_per_s is None:
         raise MissingFigureError(f"{acc.id}: no memory bandwidth in the GPU data; cannot estimate decode speed")
     peak, peak_kind = compute_peak_tflops(acc, precision)
@@ -208,7 +239,7 @@ def gpu_setup(
         hidden_size=model.hidden_size,
         attn_flops_per_token_ctx=attn_flops,
         dense_flops_per_token=dense_flops,
-        weight_bytes_dense_gpu=weights_gpu - expert_gpu,
+        weight_bytes_dense_gpu=weights_gpu - expert_tp_gpu,
         expert_bytes_gpu=expert_gpu,
         num_experts=model.num_experts,
         experts_per_token=model.num_experts_per_token,
@@ -222,6 +253,8 @@ def gpu_setup(
         linears_measured=linears_measured,
         moe_layer_ops_fixed_s=ops_fixed,
         moe_layer_ops_s_per_token=ops_per_token,
+        expert_parallel=ep,
+        expert_share_gpu=expert_share,
         layer_ops_bytes_per_token=(0.0, 0.0, 0.0) if g.moe_layers else tuple(
             layers_per_stage * b for b in elementwise_bytes_per_token(model, tp)),  # type: ignore[arg-type]
         lm_head_flops_per_token=2.0 * g.lm_head,
@@ -426,8 +459,11 @@ def stage_step_s(
     if e.moe_kernel is not None and s.num_experts:
         gemm = _dense_gemms_and_measured_moe_s(s, e, e.moe_kernel, tokens)
     else:
+        # the busiest GPU's routed pairs over a tp slice's (1 with tp-sharded experts or an even EP split)
+        uneven = s.expert_share_gpu * s.tp
+        routed = s.expert_flops_per_pair * tokens * s.experts_per_token
         padding = s.expert_flops_per_pair * (padded_expert_pairs(s, tokens) - tokens * s.experts_per_token)
-        gemm_flops = (s.dense_flops_per_token * tokens + padding) / gpus
+        gemm_flops = (s.dense_flops_per_token * tokens + (routed + padding) * (uneven - 1.0) + padding) / gpus
         experts_s = 0.0
         if s.num_experts:
             experts_read = s.expert_bytes_gpu * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
@@ -466,14 +502,23 @@ def stage_step_s(
     # prompt's K/V tiles on chip, so the quadratic part is compute, not HBM traffic).
     kv_read = s.kv_bytes_per_token_gpu * (decode_seqs * decode_ctx_tokens + prefill_tokens)
     attn_memory = kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
-    t_comm = 0.0
-    if s.tp > 1:
-        message = tokens * s.hidden_size * s.activation_bytes
-        ring = 2.0 * (s.tp - 1) / s.tp * message / s.link_bytes_per_s
-        t_comm = 2 * layers_per_stage * (ring + s.allreduce_latency_s)
+    t_comm = tp_comm_s(s, tokens)
     t_host = e.step_overhead_ms * 1e-3 / s.pp + e.per_seq_overhead_ms * 1e-3 * decode_seqs / s.pp
     t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage
     return gemm + max(attn_compute, attn_memory) + t_elementwise + t_comm + t_host + t_launch
+
+
+def tp_comm_s(s: GpuSetup, tokens: float) -> float:
+    """The tp group's two ring all-reduces a layer of one stage (attention output, MLP / MoE output) for a step of
+    `tokens` tokens. Expert parallelism with one engine (dp 1) keeps them as they are: the tokens are on every rank
+    already, each rank runs its own experts on them and the partial outputs are all-reduced over the tp group
+    (vLLM 0.34.0 fused_moe/runner/moe_runner.py: do_naive_dispatch_combine and the all2all kernels need dp > 1 or
+    sequence-parallel MoE, which needs dp > 1 too; _maybe_reduce_final_output all-reduces when ep_size > 1)."""
+    if s.tp == 1:
+        return 0.0
+    message = tokens * s.hidden_size * s.activation_bytes
+    ring = 2.0 * (s.tp - 1) / s.tp * message / s.link_bytes_per_s
+    return 2 * math.ceil(s.num_layers / s.pp) * (ring + s.allreduce_latency_s)
 
 
 def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKernel, tokens: float) -> float:
@@ -481,8 +526,7 @@ def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKerne
     measured fused-MoE kernel runs them, then the MoE layers' router, small kernels and norms as measured
     (moe_layer_ops_s): separate kernels, so the times add."""
     gpus = s.tp * s.pp
-    routed_share = s.num_experts / (s.num_experts + s.shared_experts)
-    routed_bytes = s.expert_bytes_gpu * routed_share
+    routed_bytes = s.routed_expert_bytes_gpu
     routed_flops = s.expert_flops_per_pair * tokens * s.experts_per_token
     dense_flops = (s.dense_flops_per_token * tokens - routed_flops) / gpus
     dense_bytes = s.weight_bytes_dense_gpu + s.expert_bytes_gpu - routed_bytes
@@ -493,7 +537,7 @@ def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKerne
         dense = max(dense_flops / (s.peak_flops * e.prefill_compute_fraction),
                     dense_bytes / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction))
     touched = routed_bytes * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
-    padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) / gpus
+    padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) * s.expert_share_gpu / s.pp
     activation = tokens * s.experts_per_token * s.moe_activation_bytes_per_pair * s.moe_layers_stage
     layer_ops = s.moe_layer_ops_fixed_s + tokens * s.moe_layer_ops_s_per_token
     return max(dense, s.block_fp8_linear_floor_s) + moe_kernel_s(

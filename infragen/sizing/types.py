@@ -151,3 +151,6 @@ class Estimate:
     """Open loop: share of the replica's saturation (slots or prompt steps) the arrival rate uses."""
     latency_factor: float = 1.0
     """What predicted latencies were multiplied by for the SLO check (slo_confidence)."""
+    expert_parallel: bool = False
+    """vLLM --enable-expert-parallel was modelled: the tp group's GPUs hold whole routed experts (False at tp 1,
+    where vLLM does not turn it on, and for the other engines)."""
