@@ -98,6 +98,9 @@ class DeploymentPlan(_Frozen):
     """Tensor-parallel degree (inside one node)."""
     pp: int = Field(ge=1)
     """Pipeline-parallel degree (= nodes_per_replica for multi-node replicas)."""
+    expert_parallel: bool = False
+    """vLLM serves the MoE layers expert-parallel (--enable-expert-parallel): each of the tp GPUs holds whole
+    routed experts instead of a slice of every expert; False for dense models, tp 1 and llama.cpp."""
     engine: Engine
     """Serving engine."""
     precision: Precision
@@ -323,6 +326,8 @@ class Alternative(_Frozen):
     """Tensor-parallel degree."""
     pp: int
     """Pipeline-parallel degree."""
+    expert_parallel: bool = False
+    """Served expert-parallel (vLLM --enable-expert-parallel, MoE models)."""
     replicas_per_node: int = 1
     """Engines packed on each node (data parallel, one per group of tp GPUs)."""
     nodes_per_replica: int = 1

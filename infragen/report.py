@@ -27,15 +27,21 @@ def _cost(plan: Plan) -> str:
     return f"{_money(c.usd_per_month)}/month"
 
 
+def _shape(tp: int, pp: int, expert_parallel: bool) -> str:
+    """The TP/PP column: `4/1`, `8+EP/1` for an expert-parallel layout."""
+    return f"{tp}{'+EP' if expert_parallel else ''}/{pp}"
+
+
 def _rows(plan: Plan, limit: int | None = None) -> list[list[str]]:
     """The chosen plan, then the best candidate of each other priced type (the first `limit` of them)."""
     d, c = plan.deployment, plan.cost
-    rows = [["CHOSEN", d.instance_type, d.region, d.engine, d.precision, f"{d.tp}/{d.pp}", str(d.replicas),
+    rows = [["CHOSEN", d.instance_type, d.region, d.engine, d.precision, _shape(d.tp, d.pp, d.expert_parallel),
+             str(d.replicas),
              _money(c.usd_per_month if c.usd_per_hour else None),
              _per_mtok(c.usd_per_million_output_tokens_at_capacity), f"{plan.estimate.ttft_ms:.0f}",
              f"{plan.estimate.tpot_ms:.1f}", "cheapest meeting every constraint"]]
     for a in [a for a in plan.alternatives if not _unpriced(a)][:limit]:
-        rows.append(["", a.instance_type, a.region, a.engine, a.precision, f"{a.tp}/{a.pp}",
+        rows.append(["", a.instance_type, a.region, a.engine, a.precision, _shape(a.tp, a.pp, a.expert_parallel),
                      "-" if a.replicas is None else str(a.replicas), _money(a.usd_per_month),
                      _per_mtok(a.usd_per_million_output_tokens_at_capacity),
                      "-" if a.ttft_ms is None else f"{a.ttft_ms:.0f}", "-" if a.tpot_ms is None else f"{a.tpot_ms:.1f}",
@@ -131,7 +137,8 @@ def render_text(plan: Plan, rows: int | None = None) -> str:
         "",
         f"Deployment: {d.nodes} x {d.instance_type} ({gpu}) in {d.cloud}/{d.region}, {d.replicas} replica(s), "
         f"{d.nodes_per_replica} node(s)/replica, {d.replicas_per_node} replica(s)/node",
-        f"Engine:     {e.name} {e.version}, {d.precision} weights, KV {d.kv_cache_dtype}, tp={d.tp} pp={d.pp}, "
+        f"Engine:     {e.name} {e.version}, {d.precision} weights, KV {d.kv_cache_dtype}, tp={d.tp}"
+        f"{' expert-parallel' if d.expert_parallel else ''} pp={d.pp}, "
         f"max_model_len {e.max_model_len}, max_num_seqs {e.max_num_seqs}",
         f"Memory/GPU: {m.device_memory_gib:.1f} GiB = weights {m.weights_gib_per_gpu:.1f} + KV "
         f"{m.kv_cache_gib_per_gpu:.1f} + overhead {m.overhead_gib_per_gpu:.1f} "

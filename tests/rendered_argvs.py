@@ -45,6 +45,14 @@ def rendered_argvs(root: Path) -> list[tuple[str, list[str]]]:
         plan = plan_workload(spec, catalog=load_catalog(), model=load_model_registry()[fields["model"]],
                              workload_name="argv-check")
         out.append((label, list(plan.engine.argv)))
+    # expert parallelism: the block-FP8 Qwen3-235B checkpoint on 8 x A100, where only tp 8 + EP holds the blocks
+    spec = WorkloadSpec.model_validate({
+        "model": "qwen3-235b-a22b", "precision": ["fp8"], "cloud": "aws", "regions": ["us-east-1"],
+        "instance_families": {"allow": ["p4de"]},
+        "traffic": {"concurrent_users": 8, "prompt_tokens": 1024, "output_tokens": 256}})
+    q235_fp8 = load_model_registry()["qwen3-235b-a22b"].model_copy(update={"weight_block_size": (128, 128)})
+    plan = plan_workload(spec, catalog=load_catalog(), model=q235_fp8, workload_name="argv-check")
+    out.append(("expert parallel (block-fp8 Qwen3-235B, 8 x A100)", list(plan.engine.argv)))
     for cloud in ("aws", "alicloud"):
         for kind in ("single", "packed", "tp", "multinode"):
             out.append((f"plan_factory {kind} {cloud}", list(make_plan(kind, cloud).engine.argv)))  # type: ignore[arg-type]

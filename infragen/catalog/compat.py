@@ -95,6 +95,9 @@ class TpRule(_Record):
     """Lowest NVIDIA compute capability whose kernels consume refined blocks."""
     suggest: str | None = None
     """What else would serve the model when the rule refuses a tp (shown with the refusal); None = nothing."""
+    lifted_by_expert_parallel: bool = False
+    """The width is a routed expert's, which expert parallelism does not slice (each GPU holds whole experts):
+    the rule does not bind a layout served with --enable-expert-parallel."""
     source: str
     """Where the rule was read."""
 
@@ -252,15 +255,19 @@ class TpCheck:
 
 
 def tp_check(model: ModelArchitecture, tp: int, *, weight_block_size: tuple[int, int] | None = None,
-             acc: Accelerator | None = None, table: CompatTable | None = None) -> TpCheck:
+             acc: Accelerator | None = None, table: CompatTable | None = None,
+             expert_parallel: bool = False) -> TpCheck:
     """Whether vLLM can shard `model` over `tp` ranks. `weight_block_size`: the served checkpoint is block-FP8
-    (block rules apply); `acc`: the GPU (refined blocks need its compute capability)."""
+    (block rules apply); `acc`: the GPU (refined blocks need its compute capability); `expert_parallel`: served
+    with --enable-expert-parallel, so the rules on a routed expert's slice do not apply (lifted_by_expert_parallel)."""
     table = table or load_compat()
     widths = shard_widths(model)
     notes: list[str] = []
     for rule in table.tp_rules:
         width = widths[rule.width]
         if width is None or (rule.applies == "block_fp8" and weight_block_size is None):
+            continue
+        if expert_parallel and rule.lifted_by_expert_parallel and tp > 1:
             continue
         if rule.multiple_of == "one":
             ok = width % tp == 0 or (rule.replicate and tp % width == 0)

@@ -70,9 +70,23 @@ def pinned_release(engine: str) -> EngineRelease:
         sdist=SourceArchive(**{k: str(v) for k, v in pin["sdist"].items()}) if pin.get("sdist") else None)
 
 
-def expert_parallel_flag(engine: str) -> str | None:
-    """The option of the pinned `engine` release that turns on expert parallelism (engines.yaml
-    `expert_parallel.flag`, checked against the release's own parser description); None where it has none."""
+@dataclass(frozen=True)
+class ExpertParallelSupport:
+    """How the pinned release turns on expert parallelism for MoE models, and when the planner uses it."""
+
+    flag: str
+    """The option (`--enable-expert-parallel`), present in the release's parser description."""
+    only_where_tp_refused: bool
+    """The planner plans a layout's expert-parallel twin only where plain tp of it is refused by a rule EP lifts
+    (compat.yaml lifted_by_expert_parallel), as the measured EP / tp pairs ask (`evidence`)."""
+    evidence: str
+    """Why (the measurements), shown with the rejection of an EP twin."""
+
+
+@cache
+def expert_parallel_support(engine: str) -> ExpertParallelSupport | None:
+    """engines.yaml `<engine>.expert_parallel`, its flag checked against the pinned release's own parser
+    description; None where the engine has none."""
     pins = _load("engines.yaml")["engines"]
     ep = (pins.get(engine) or {}).get("expert_parallel")
     if not ep:
@@ -81,7 +95,14 @@ def expert_parallel_flag(engine: str) -> str | None:
     if flag not in pinned_release(engine).options:
         raise DataError(f"infragen/catalog/data/engines.yaml: {engine} expert_parallel.flag {flag} is not an option "
                         f"of the pinned release ({pinned_release(engine).described_by})")
-    return flag
+    return ExpertParallelSupport(flag, bool(ep.get("plan_only_where_tp_refused", False)),
+                                 " ".join(str(ep.get("plan_evidence", "")).split()))
+
+
+def expert_parallel_flag(engine: str) -> str | None:
+    """The option of the pinned `engine` release that turns on expert parallelism; None where it has none."""
+    support = expert_parallel_support(engine)
+    return support.flag if support else None
 
 
 def pinned_version(engine: str) -> str:

@@ -199,7 +199,8 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
             served_name=served, port=spec.port, tp=lay.tp, pp=lay.pp, max_model_len=mml, max_num_seqs=s.batch,
             gpu_memory_utilization=GPU_MEMORY_UTILIZATION, precision=lay.precision,
             checkpoint=compat_gate.checkpoint_kind(spec, model, lay.precision), kv_cache_dtype=spec.kv_cache_dtype,
-            multi_node=lay.nodes_per_replica > 1, model=model, prefix_caching=t.prefix_cache_hit_rate > 0)
+            multi_node=lay.nodes_per_replica > 1, model=model, prefix_caching=t.prefix_cache_hit_rate > 0,
+            expert_parallel=lay.expert_parallel)
         threads = None
         visible = [list(range(i * lay.tp, (i + 1) * lay.tp)) for i in range(lay.replicas_per_node)]
     else:
@@ -256,7 +257,8 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
     util = (peak / cap_total) if peak else in_flight / (s.batch * s.replicas)
     explanation = [
         f"{s.replicas} replica(s) of {model.display_name or model.id} ({lay.precision}, {lay.engine}, "
-        f"tp={lay.tp} pp={lay.pp}) on {c.nodes} x {inst.id} in {c.region}: the cheapest of "
+        f"tp={lay.tp}{' expert-parallel' if lay.expert_parallel else ''} pp={lay.pp}) on {c.nodes} x {inst.id} in "
+        f"{c.region}: the cheapest of "
         f"{len(result.feasible)} feasible candidates out of {len(result.candidates)} considered.",
         *_load_sentences(spec, s.replicas, s.batch, est, util, in_flight, arrival, lay.engine),
         context.why,
@@ -285,7 +287,8 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
             cloud=c.cloud, region=c.region, instance_type=inst.id, gpu=inst.gpu, gpus_per_node=inst.gpu_count,
             gpus_per_replica=gpus_per_replica, replicas_per_node=lay.replicas_per_node,
             nodes_per_replica=lay.nodes_per_replica, replicas=s.replicas, nodes=c.nodes, tp=lay.tp, pp=lay.pp,
-            engine=lay.engine, precision=lay.precision, kv_cache_dtype=spec.kv_cache_dtype, pricing=spec.pricing,
+            expert_parallel=lay.expert_parallel, engine=lay.engine, precision=lay.precision,
+            kv_cache_dtype=spec.kv_cache_dtype, pricing=spec.pricing,
             cpu_arch=inst.cpu_arch),
         model=ModelPlan(id=model.id, display_name=model.display_name or model.id, served_model_name=served,
                         weights_source=source, weights_uri=uri, weights_file=file,

@@ -37,8 +37,9 @@ class Rejection:
 
 
 def layout_rejection(spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, *, engine: str, precision: str,
-                     tp: int) -> Rejection | None:
-    """The first compat rule that rules out serving `model` with `engine`/`precision`/`tp` on `hw` (None = allowed)."""
+                     tp: int, expert_parallel: bool = False) -> Rejection | None:
+    """The first compat rule that rules out serving `model` with `engine`/`precision`/`tp` on `hw` (None = allowed);
+    `expert_parallel`: the layout's EP twin, whose experts no tp rule on an expert's slice binds."""
     acc = hw.accelerator
     why = checkpoint_problem(spec, engine, precision)
     if why:
@@ -63,7 +64,7 @@ def layout_rejection(spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware,
     why = block_fp8_problem(spec, model, precision)
     if why:
         return Rejection(CHECKPOINT, why)
-    check = layout_tp_check(model, precision, tp, acc)
+    check = layout_tp_check(model, precision, tp, acc, expert_parallel)
     return Rejection(check.rule or "tp", check.problem) if check.problem else None
 
 
@@ -106,7 +107,8 @@ def block_fp8_problem(spec: WorkloadSpec, model: ModelArchitecture, precision: s
             f"weights to a {precision} checkpoint")
 
 
-def layout_tp_check(model: ModelArchitecture, precision: str, tp: int, acc: Accelerator | None) -> TpCheck:
+def layout_tp_check(model: ModelArchitecture, precision: str, tp: int, acc: Accelerator | None,
+                    expert_parallel: bool = False) -> TpCheck:
     """compat.yaml tp_rules for one vLLM layout; the block rules apply when a block-FP8 record is served as fp8."""
     block = model.weight_block_size if precision == "fp8" else None
-    return tp_check(model, tp, weight_block_size=block, acc=acc)
+    return tp_check(model, tp, weight_block_size=block, acc=acc, expert_parallel=expert_parallel)

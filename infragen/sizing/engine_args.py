@@ -7,7 +7,7 @@ import json
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog.compat import Checkpoint, quantization_flag
-from infragen.catalog.engines import EngineRelease, argv_problems, pinned_release
+from infragen.catalog.engines import EngineRelease, argv_problems, expert_parallel_flag, pinned_release
 from infragen.errors import InfragenError
 from infragen.sizing.memory import vllm_profile_tokens
 
@@ -17,14 +17,15 @@ API_KEY_FILE = "/run/infragen/api-key"
 def vllm_argv(
     *, weights: str, served_name: str, port: int, tp: int, pp: int, max_model_len: int, max_num_seqs: int,
     gpu_memory_utilization: float, precision: str, checkpoint: Checkpoint, kv_cache_dtype: str, multi_node: bool,
-    model: ModelArchitecture, prefix_caching: bool = False,
+    model: ModelArchitecture, prefix_caching: bool = False, expert_parallel: bool = False,
 ) -> list[str]:
     """`vllm serve ...` for one replica. `checkpoint` says whether the weights are already quantized: then their
     quantization_config decides the method (no `--quantization`, so an AWQ or compressed-tensors FP8 repo is never
     forced to another one); a 16-bit checkpoint served as fp8 is quantized at load (compat.yaml
     quantization_flags). `prefix_caching`: the estimate credits prefix-cache hits, so the flag pins the cache on
     (vLLM 0.34 already enables it for decoder models when the flag is absent: ModelConfig.is_prefix_caching_supported
-    via EngineArgs._set_default_chunked_prefill_and_prefix_caching_args)."""
+    via EngineArgs._set_default_chunked_prefill_and_prefix_caching_args). `expert_parallel`: the MoE layers' experts
+    placed whole on the tp GPUs (engines.yaml expert_parallel.flag)."""
     argv = ["vllm", "serve", weights, "--served-model-name", served_name, "--host", "0.0.0.0", "--port", str(port),
             "--tensor-parallel-size", str(tp), "--pipeline-parallel-size", str(pp),
             "--max-model-len", str(max_model_len), "--max-num-seqs", str(max_num_seqs),
@@ -44,6 +45,12 @@ def vllm_argv(
     argv += _batching_flags(model, max_model_len)
     if prefix_caching:
         argv.append("--enable-prefix-caching")
+    if expert_parallel:
+        flag = expert_parallel_flag("vllm")
+        if flag is None:
+            raise InfragenError("a plan asks for expert parallelism, but engines.yaml gives vllm no "
+                                "expert_parallel flag")
+        argv.append(flag)
     argv += ["--download-dir", MODEL_DIR]
     if multi_node:
         argv += ["--distributed-executor-backend", "ray"]

@@ -128,6 +128,7 @@ def estimate_memory(
     max_model_len: int | None = None,
     gpu_memory_utilization: float = 0.9,
     fp8_scope: str = "all-linear",
+    expert_parallel: bool = False,
 ) -> MemoryEstimate:
     """Weights, overheads and KV cache per GPU (vLLM) or in host RAM (llama.cpp); cheap and cached."""
     _check_layout(hardware, engine, tp, pp, nodes)
@@ -152,7 +153,7 @@ def estimate_memory(
         return _not_fitting(base, support)
     # compat.yaml tp_rules: heads, KV heads, vocabulary, MLP and expert widths (and FP8 blocks when served as fp8)
     sharding = tp_check(model, tp, weight_block_size=model.weight_block_size if precision == "fp8" else None,
-                        acc=acc)
+                        acc=acc, expert_parallel=expert_parallel)
     if sharding.problem:
         return _not_fitting(base, sharding.problem)
     per_gpu_gib = hardware.memory_per_gpu_gib
@@ -296,11 +297,12 @@ def estimate(
     if concurrency is not None and concurrency < 1:
         raise InputError(f"concurrency must be >= 1 or max (got {concurrency})")
     ep_note = expert_parallel_problem(model, engine, tp) if expert_parallel else None
+    expert_parallel = expert_parallel and ep_note is None
     mem = estimate_memory(
         model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,
         nodes=nodes, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+        expert_parallel=expert_parallel,
     )
-    expert_parallel = expert_parallel and ep_note is None
     asked = concurrency or 0
     if not mem.fits:
         return _empty_estimate(mem, mem.reason or "does not fit", asked)

@@ -41,7 +41,8 @@ def best_per_type(candidates: Iterable[Candidate]) -> list[Candidate]:
 def describe(c: Candidate, *, region: bool = True) -> str:
     """`2 x g6.xlarge (fp8, vllm, tp=1) in us-east-1`."""
     lay = c.sizing.layout
-    shape = f"tp={lay.tp}" + (f" pp={lay.pp}" if lay.pp > 1 else "")
+    shape = f"tp={lay.tp}" + (" expert-parallel" if lay.expert_parallel else "") + (
+        f" pp={lay.pp}" if lay.pp > 1 else "")
     if lay.replicas_per_node > 1:
         shape += f", {lay.replicas_per_node} engines/node"
     nodes = f"{c.nodes} x " if c.sizing.estimate is not None else ""
@@ -91,7 +92,8 @@ def alternatives(chosen: Candidate, result: SearchResult, traffic: TrafficSpec) 
         at_capacity, at_peak = token_costs(cand, traffic)
         out.append(Alternative(
             cloud=cand.cloud, region=cand.region, instance_type=s.instance.id, engine=lay.engine,
-            precision=lay.precision, tp=lay.tp, pp=lay.pp, replicas_per_node=lay.replicas_per_node,
+            precision=lay.precision, tp=lay.tp, pp=lay.pp, expert_parallel=lay.expert_parallel,
+            replicas_per_node=lay.replicas_per_node,
             nodes_per_replica=lay.nodes_per_replica,
             replicas=s.replicas if serves else None, nodes=cand.nodes if serves else None,
             usd_per_month=None if cand.usd_per_month is None or s.rejected else round(cand.usd_per_month, 2),
@@ -267,9 +269,9 @@ def infeasible(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog, e
 CALIBRATED_SHOWN = 8
 
 
-def _layout_key(c: Candidate) -> tuple[str, str, int, int, int]:
+def _layout_key(c: Candidate) -> tuple[str, str, int, int, int, bool]:
     lay = c.sizing.layout
-    return (lay.engine, lay.precision, lay.tp, lay.pp, lay.replicas_per_node)
+    return (lay.engine, lay.precision, lay.tp, lay.pp, lay.replicas_per_node, lay.expert_parallel)
 
 
 def _lost(c: Candidate, best: Candidate) -> str:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, replace
 
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog
+from infragen.catalog.compat import load_compat
+from infragen.catalog.engines import expert_parallel_support
 from infragen.catalog.load_balancers import load_balancer_facts
 from infragen.catalog.records import InstanceType
 from infragen.errors import InfragenError, InputError
@@ -44,6 +46,8 @@ class Layout:
     pp: int
     nodes_per_replica: int
     replicas_per_node: int
+    expert_parallel: bool = False
+    """vLLM --enable-expert-parallel: the tp group's GPUs hold whole routed experts (MoE models, tp > 1)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,8 @@ def _layouts(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType) -
                 cap = load_balancer_facts(inst.cloud).max_engines_per_node
                 per_node = g // tp if cap is None else min(g // tp, cap)
                 yield Layout("vllm", precision, tp, 1, 1, per_node), ""
+                if tp > 1 and model.num_experts and expert_parallel_support("vllm") is not None:
+                    yield Layout("vllm", precision, tp, 1, 1, per_node, expert_parallel=True), ""
             if spec.allow_multi_node and g >= 2:
                 if inst.rdma == "none":
                     yield None, f"{precision} multi-node: {inst.id} has no RDMA (EFA/eRDMA)"
@@ -205,17 +211,23 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     # Passed only when credited, so an estimator without the option (a test's) keeps working at 0.
     cache = {"prefix_cache_hit_rate": t.prefix_cache_hit_rate} if t.prefix_cache_hit_rate else {}
     calibrated = {} if factors is None else {"decode_factor": factors[0], "prefill_factor": factors[1]}
+    ep = {"expert_parallel": True} if layout.expert_parallel else {}
 
     def run(conc: int | None) -> Estimate:
         return estimator(model, hw, precision=layout.precision, kv_cache_dtype=spec.kv_cache_dtype,
                          engine=layout.engine, tp=layout.tp, pp=layout.pp, nodes=layout.nodes_per_replica,
                          input_len=t.prompt_tokens, output_len=t.output_tokens, concurrency=conc,
-                         max_model_len=mml, **cache, **calibrated)
+                         max_model_len=mml, **cache, **calibrated, **ep)
 
     def reject(reason: str, **kw: object) -> Sizing:
         return Sizing(inst, hw, layout, None, 0, 0, reason, **kw)  # type: ignore[arg-type]
 
-    rejection = layout_rejection(spec, model, hw, engine=layout.engine, precision=layout.precision, tp=layout.tp)
+    if layout.expert_parallel:
+        why = _expert_parallel_problem(spec, model, hw, layout)
+        if why:
+            return reject(why)
+    rejection = layout_rejection(spec, model, hw, engine=layout.engine, precision=layout.precision, tp=layout.tp,
+                                 expert_parallel=layout.expert_parallel)
     if rejection:  # compat.yaml, with the rule named (sizing/compat_gate.py)
         return reject(rejection.reason)
     try:
@@ -249,6 +261,25 @@ def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceTy
     at_peak = runs[in_flight]
     return Sizing(inst, hw, layout, _with_capacity(at_peak, best, spec), batch, replicas, None,
                   best_ttft_ms=first.ttft_ms, best_tpot_ms=first.tpot_ms, miss=1.0, first=first)
+
+
+def _expert_parallel_problem(spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, layout: Layout) -> str | None:
+    """Why a layout's expert-parallel twin is not planned (None: it is). engines.yaml expert_parallel: only where
+    plain tp of the layout is refused by a compat rule that EP lifts (the measured EP / tp pairs say EP is no
+    faster where both run); the --rate load model does not take EP yet."""
+    support = expert_parallel_support(layout.engine)
+    assert support is not None  # _layouts yields EP twins only for engines that have it
+    if support.only_where_tp_refused:
+        plain = layout_rejection(spec, model, hw, engine=layout.engine, precision=layout.precision, tp=layout.tp)
+        lifted = {r.id for r in load_compat().tp_rules if r.lifted_by_expert_parallel}
+        if plain is None:
+            return (f"expert parallel: plain tp {layout.tp} serves this layout, and EP is planned only where tp "
+                    f"cannot shard the experts ({support.evidence})")
+        if plain.rule not in lifted:
+            return f"expert parallel: {plain.reason}"
+    if spec.traffic.peak_requests_per_s is not None:
+        return "expert parallel: the load model of traffic.peak_requests_per_s does not take it yet"
+    return None
 
 
 def largest_meeting_batch(levels: list[int], run: Callable[[int], Estimate],

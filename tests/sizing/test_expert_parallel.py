@@ -14,6 +14,7 @@ import pytest
 
 from infragen.cli import main
 from infragen.errors import InputError
+from infragen.sizing.constants import load_constants
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import hardware_from_gpu
 from infragen.sizing.memory import linear_bytes_per_weight, param_groups
@@ -188,3 +189,102 @@ def test_the_ep_rows_are_predicted_with_ep_and_kept_out_of_fits_and_bands() -> N
     # the page's own figures: TP4+EP 3376.99 vs TP4 3592.57 tok/s (H100), 1332.94 vs 1428.16 (A100)
     assert "EP / tp: measured 0.940" in text and "EP / tp: measured 0.933" in text
     assert text.count("no tp twin") == 2  # the tp 8 FP8 runs: tp 8 alone refuses the checkpoint's blocks
+
+
+# ---------------------------------------------------------------- the planner
+
+
+def _q235_fp8():  # type: ignore[no-untyped-def]
+    """Qwen3-235B-A22B as its block-FP8 checkpoint (-FP8 repo: weight_block_size [128, 128]): at tp 8 an expert's
+    1536 / 8 = 192 rows split the 128 x 128 blocks, which Ampere cannot refine (compat.yaml fp8-block-experts);
+    gpustack's A100 page served it with `-tp 8 --enable-expert-parallel` (EX0054)."""
+    from infragen.catalog.models import load_model_registry
+
+    return load_model_registry()["qwen3-235b-a22b"].model_copy(update={"weight_block_size": (128, 128),
+                                                                      "id": "q235-fp8"})
+
+
+def _a100x8():  # type: ignore[no-untyped-def]
+    from infragen.catalog import load_catalog
+
+    return hardware_from_gpu(load_catalog().accelerator("a100-80gb"), 8)
+
+
+def test_ep_lifts_the_expert_width_rules_only() -> None:
+    from infragen.catalog.compat import load_compat, tp_check
+
+    lifted = {r.id for r in load_compat().tp_rules if r.lifted_by_expert_parallel}
+    assert lifted == {"expert-width", "fp8-block-experts"}  # whole experts: no expert slice to divide
+    acc = _a100x8().accelerator
+    model = _q235_fp8()
+    assert tp_check(model, 8, weight_block_size=(128, 128), acc=acc).rule == "fp8-block-experts"
+    assert tp_check(model, 8, weight_block_size=(128, 128), acc=acc, expert_parallel=True).problem is None
+    # attention heads are still tp-sharded under EP: 64 heads over tp 3 stays refused
+    assert tp_check(model, 3, expert_parallel=True).rule == "attention-heads"
+
+
+def test_estimate_serves_the_block_fp8_checkpoint_at_tp8_with_ep() -> None:
+    kw = dict(precision="fp8", tp=8, input_len=217, output_len=197, concurrency=None)
+    refused = estimate(_q235_fp8(), _a100x8(), **kw)  # type: ignore[arg-type]
+    assert not refused.fits and "fp8-block-experts" in (refused.reason or "")
+    ep = estimate(_q235_fp8(), _a100x8(), expert_parallel=True, **kw)  # type: ignore[arg-type]
+    assert ep.fits and ep.expert_parallel
+
+
+def _spec(**kw: object):  # type: ignore[no-untyped-def]
+    from infragen.spec import WorkloadSpec
+
+    data: dict[str, object] = {
+        "model": "qwen3-235b-a22b", "precision": ["fp8"],
+        "traffic": {"concurrent_users": 8, "prompt_tokens": 1024, "output_tokens": 256},
+        "slo": {"tpot_ms": 200, "ttft_p99_ms": 20000}, "cloud": "aws", "regions": ["us-east-1"],
+        "instance_families": {"allow": ["p4de"]}}
+    data.update(kw)
+    return WorkloadSpec.model_validate(data)
+
+
+def test_the_planner_plans_ep_where_tp_cannot_shard_the_experts_only() -> None:
+    """Every tp > 1 layout of a MoE model on vLLM gets an expert-parallel twin (engines.yaml expert_parallel); it is
+    planned only where plain tp is refused by a rule EP lifts: where both run, the published pairs measured EP
+    slower (EX0051 / EX0052: 0.94 / 0.93 of tp) while the model says 2-3 % faster."""
+    from infragen.catalog import load_catalog
+    from infragen.sizing.search import search
+
+    result = search(_spec(), _q235_fp8(), load_catalog())
+    by = {(c.sizing.layout.tp, c.sizing.layout.expert_parallel): c for c in result.candidates}
+    assert {(8, False), (8, True), (4, False), (4, True), (2, True)} <= set(by)
+    assert (1, True) not in by  # vLLM does not turn EP on at tp 1
+    assert "fp8-block-experts" in (by[(8, False)].rejected or "")
+    assert by[(8, True)].rejected is None or "fp8-block" not in by[(8, True)].rejected
+    assert by[(8, True)].sizing.estimate is not None and by[(8, True)].sizing.estimate.expert_parallel
+    why = by[(4, True)].rejected or ""
+    assert why.startswith("expert parallel: plain tp 4 serves this layout") and "EX0051" in why
+
+
+def test_dense_models_get_no_ep_layouts() -> None:
+    from infragen.catalog import load_catalog
+    from infragen.catalog.models import load_model_registry
+    from infragen.sizing.search import search
+
+    spec = _spec(model="llama-3.1-70b", precision=["bf16"])
+    result = search(spec, load_model_registry()["llama-3.1-70b"], load_catalog())
+    assert result.candidates and not any(c.sizing.layout.expert_parallel for c in result.candidates)
+
+
+def test_a_plan_with_ep_renders_the_flag_and_records_it() -> None:
+    """8 x A100 80GB (p4de): tp 4 serves the block-FP8 checkpoint (384-row expert slices), tp 8 only with EP; the
+    node holds two tp 4 engines or one tp 8 EP engine at the same price, and the tp 8 engine's lower TTFT wins."""
+    from infragen.catalog import load_catalog
+    from infragen.report import _rows
+    from infragen.sizing import plan_workload
+
+    plan = plan_workload(_spec(), catalog=load_catalog(), model=_q235_fp8(), workload_name="ep")
+    d = plan.deployment
+    assert (d.tp, d.expert_parallel, d.replicas_per_node) == (8, True, 1)
+    argv = list(plan.engine.argv)
+    assert argv.count("--enable-expert-parallel") == 1 and argv[argv.index("--tensor-parallel-size") + 1] == "8"
+    assert json.loads(plan.to_json())["deployment"]["expert_parallel"] is True
+    assert _rows(plan)[0][5] == "8+EP/1"
+    assert "tp=8 expert-parallel" in plan.explanation[0]
+    band = plan.estimate.relative_uncertainty  # EP estimates keep the many-expert band
+    assert band == load_constants().uncertainty["gpu-moe-many-experts"].relative
