@@ -300,6 +300,26 @@ def expert_read_fraction(num_experts: int, experts_per_token: int, tokens: float
     return 1.0 - (1.0 - experts_per_token / num_experts) ** tokens
 
 
+def busiest_rank_factor(s: GpuSetup, tokens: float) -> float:
+    """Under expert parallelism, how many more experts the busiest GPU's step touches than the average GPU's:
+    E[max over the EP ranks of touched local experts] / E[touched local experts], each rank's count binomial over its
+    ceil(E / EP) experts with the uniform-routing touch probability (expert_read_fraction). 1 under tp (every GPU
+    holds a slice of every touched expert) and once a step touches every expert; routing skew is not modelled."""
+    if s.expert_parallel <= 1 or tokens <= 0:
+        return 1.0
+    n = round(s.expert_share_gpu * s.num_experts)
+    p = expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
+    pmf = (1.0 - p) ** n
+    if n < 1 or pmf <= 0.0 or p <= 0.0:
+        return 1.0
+    cdf = expected_max = 0.0
+    for j in range(n):  # E[max] = sum_j P(max > j) = sum_j 1 - P(X <= j)^EP
+        cdf += pmf
+        expected_max += 1.0 - min(cdf, 1.0) ** s.expert_parallel
+        pmf *= (n - j) / (j + 1) * p / (1.0 - p)
+    return max(1.0, expected_max / (n * p))
+
+
 def padded_expert_pairs(s: GpuSetup, tokens: float) -> float:
     """Token-expert rows the fused-MoE GEMMs compute: each touched expert's tokens rounded up to the kernel's
     M tile (uniform routing; the tile grows with the batch as vLLM's default config does)."""
@@ -460,13 +480,15 @@ def stage_step_s(
         gemm = _dense_gemms_and_measured_moe_s(s, e, e.moe_kernel, tokens)
     else:
         # the busiest GPU's routed pairs over a tp slice's (1 with tp-sharded experts or an even EP split)
-        uneven = s.expert_share_gpu * s.tp
+        busiest = busiest_rank_factor(s, tokens)
+        uneven = s.expert_share_gpu * s.tp * busiest
         routed = s.expert_flops_per_pair * tokens * s.experts_per_token
         padding = s.expert_flops_per_pair * (padded_expert_pairs(s, tokens) - tokens * s.experts_per_token)
         gemm_flops = (s.dense_flops_per_token * tokens + (routed + padding) * (uneven - 1.0) + padding) / gpus
         experts_s = 0.0
         if s.num_experts:
-            experts_read = s.expert_bytes_gpu * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
+            experts_read = (s.expert_bytes_gpu + (busiest - 1.0) * s.routed_expert_bytes_gpu) * expert_read_fraction(
+                s.num_experts, s.experts_per_token, tokens)
             assert e.moe_bandwidth_fraction is not None  # EngineConstants gives it when there is no moe_kernel
             experts_s = experts_read / (s.bandwidth_bytes_per_s * e.moe_bandwidth_fraction)
         lk = e.linear_kernel if s.linears_measured else None
@@ -536,9 +558,10 @@ def _dense_gemms_and_measured_moe_s(s: GpuSetup, e: EngineConstants, k: MoeKerne
     else:
         dense = max(dense_flops / (s.peak_flops * e.prefill_compute_fraction),
                     dense_bytes / (s.bandwidth_bytes_per_s * e.decode_bandwidth_fraction))
-    touched = routed_bytes * expert_read_fraction(s.num_experts, s.experts_per_token, tokens)
-    padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) * s.expert_share_gpu / s.pp
-    activation = tokens * s.experts_per_token * s.moe_activation_bytes_per_pair * s.moe_layers_stage
+    busiest = busiest_rank_factor(s, tokens)  # EP: the GPU touching the most of its experts sets the step
+    touched = routed_bytes * expert_read_fraction(s.num_experts, s.experts_per_token, tokens) * busiest
+    padded = s.expert_flops_per_pair * padded_expert_pairs(s, tokens) * s.expert_share_gpu / s.pp * busiest
+    activation = tokens * s.experts_per_token * s.moe_activation_bytes_per_pair * s.moe_layers_stage * busiest
     layer_ops = s.moe_layer_ops_fixed_s + tokens * s.moe_layer_ops_s_per_token
     return max(dense, s.block_fp8_linear_floor_s) + moe_kernel_s(
         k, s.moe_layers_stage, touched, padded, s.bandwidth_bytes_per_s, s.peak_flops, s.fp8_tensor_math,

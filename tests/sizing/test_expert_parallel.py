@@ -18,7 +18,7 @@ from infragen.sizing.constants import load_constants
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import hardware_from_gpu
 from infragen.sizing.memory import linear_bytes_per_weight, param_groups
-from infragen.sizing.performance import gpu_figures, gpu_setup, stage_step_s, tp_comm_s
+from infragen.sizing.performance import busiest_rank_factor, gpu_figures, gpu_setup, stage_step_s, tp_comm_s
 from tests.sizing.conftest import DEEPSEEK_V2_LITE, LLAMA3_8B, MIXTRAL, gpu
 
 FIG = gpu_figures(gpu())
@@ -75,16 +75,40 @@ def test_intermediate_tensors_of_whole_experts_for_the_local_pairs_only() -> Non
 
 
 @pytest.mark.parametrize("engine", ["vllm", "vllm-0.5", "tensorrt-llm"])
-def test_even_ep_step_time_is_tp_time_less_the_intermediate_traffic(engine: str) -> None:
-    """Same touched bytes and padded FLOPs per GPU when EP divides E (uniform routing): EP is never slower here,
-    and without the intermediate-tensor term (engines without the measured kernel) exactly as fast."""
-    for tokens in (1.0, 64.0, 4096.0):
+def test_even_ep_at_a_full_batch_is_tp_less_the_intermediate_traffic(engine: str) -> None:
+    """Once a step touches every expert, each GPU reads its experts and computes its padded tiles as under tp (E
+    divisible by EP): EP is never slower, and without the intermediate-tensor term (engines without the measured
+    kernel) exactly as fast."""
+    for tokens in (512.0, 4096.0):
         ep = stage_step_s(_setup(MIXTRAL, 4, True, engine=engine), tokens, 500.0, 0.0, 0.0)
         tp = stage_step_s(_setup(MIXTRAL, 4, False, engine=engine), tokens, 500.0, 0.0, 0.0)
         if engine == "vllm":
             assert ep <= tp
         else:
             assert ep == pytest.approx(tp)
+
+
+def test_the_busiest_rank_is_the_expected_maximum_of_binomials() -> None:
+    """Mixtral over 2 ranks (4 experts each), one token (k 2 of 8): each expert touched with p = 1/4, a rank's count
+    Binomial(4, 1/4); E[max of two] = sum_j 1 - F(j)^2 over j = 0..3, against the mean 4 p = 1."""
+    s = _setup(MIXTRAL, 2, True)
+    p = 0.25
+    pmf = [math.comb(4, j) * p**j * (1 - p) ** (4 - j) for j in range(5)]
+    cdf = [sum(pmf[: j + 1]) for j in range(4)]
+    expected = sum(1 - c**2 for c in cdf) / (4 * p)
+    assert busiest_rank_factor(s, 1.0) == pytest.approx(expected)
+    assert busiest_rank_factor(_setup(MIXTRAL, 2, False), 1.0) == 1.0  # tp: every GPU holds every expert's slice
+    assert busiest_rank_factor(s, 4096.0) == pytest.approx(1.0)  # every expert touched on every rank
+
+
+@pytest.mark.parametrize("model", [MIXTRAL, DEEPSEEK_V2_LITE])
+def test_at_small_batches_ep_is_slower_than_tp(model) -> None:  # type: ignore[no-untyped-def]
+    """A decode step of a few tokens reads the touched experts: under tp every GPU reads a slice of each, under EP
+    the GPU holding the most touched experts reads them whole, more than the average (8 and 64 experts)."""
+    for tokens in (1.0, 4.0):
+        ep = stage_step_s(_setup(model, 4, True), tokens, 500.0, 0.0, 0.0)
+        tp = stage_step_s(_setup(model, 4, False), tokens, 500.0, 0.0, 0.0)
+        assert ep > tp
 
 
 def test_an_uneven_split_is_slower_than_tp() -> None:
