@@ -16,15 +16,18 @@ from pathlib import Path
 
 from infragen.catalog import load_catalog
 from infragen.catalog.hf_config import load_hf_config
-from infragen.sizing.estimate import estimate
+from infragen.sizing.cpu_performance import generation_step_s
+from infragen.sizing.estimate import estimate, llama_cpp_cpu_setup
 from infragen.sizing.hardware import load_hardware_file
 from infragen.sizing.memory import gguf_weight_bytes, param_groups
+from infragen.units import GIB
 
 DATA = Path(__file__).resolve().parent / "data" / "llama_bench"
 #: llama-bench's model type suffix -> infragen's GGUF precision name.
 PRECISION = {"F16": "fp16", "Q8_0": "q8_0", "Q4_0": "q4_0"}
 #: The model shapes' config.json by file prefix (llama-bench-<shape>-<type>[-<tag>].json).
-CONFIGS = {"tinyllama": "tinyllama-1.1b-config.json", "llama3.2-3b": "llama-3.2-3b-config.json"}
+CONFIGS = {"tinyllama": "tinyllama-1.1b-config.json", "llama3.2-3b": "llama-3.2-3b-config.json",
+           "llama3.1-8b": "llama-3.1-8b-config.json"}
 _FILE = re.compile(r"llama-bench-(?P<shape>.+?)-(?P<kind>f16|q8_0|q4_0)(?:-(?P<tag>.+))?")
 
 
@@ -82,6 +85,14 @@ class BenchRow:
     active_params: float = 0.0
     machine: str = ""
     """The probed CPU's microarchitecture (the VM behind this project changes between sessions)."""
+    bound: str = ""
+    """tg rows: the term of the generation step that sets the prediction, 'bandwidth' (weights and KV read at
+    cpu.measured_bandwidth_fraction of the probe) or 'floor' (the weight type's matrix-vector kernel rate,
+    cpu.weight_kernels); '' for prompt rows."""
+    streamed_fraction: float = 0.0
+    """tg rows: the share of the probed read rate that the measured rate streams (the bytes the model reads a
+    token x measured tokens/s / the probe). A lower bound on the fraction generation gets; for a bandwidth-bound row,
+    the cpu.measured_bandwidth_fraction that would make the prediction equal the measurement."""
 
     @property
     def error(self) -> float:
@@ -107,10 +118,19 @@ def bench_rows(data: Path = DATA) -> list[BenchRow]:
         machine = str(hw.cpu.microarchitecture) if hw.cpu else ""
         for r in record["results"]:
             precision = PRECISION[r["model_type"].split()[-1]]
+            bound, streamed = "", 0.0
             if r["n_gen"] > 0:
                 est = estimate(model, hw, precision=precision, engine="llama.cpp", input_len=1,
                                output_len=r["n_gen"], concurrency=1)
                 predicted, test = 1e3 / est.tpot_ms, f"tg{r['n_gen']}"
+                # one slot: tpot is max(bytes / effective bandwidth, the kernel's compute); which one, and the
+                # share of the probe the measured rate streams (estimate's bytes: weights + the mean KV read)
+                setup = llama_cpp_cpu_setup(hw)
+                compute_s = generation_step_s(setup, 0.0, active, 0.0, 1, precision)
+                bound = "bandwidth" if est.tpot_ms / 1e3 > compute_s * (1 + 1e-9) else "floor"
+                read = est.weights_gib_per_gpu * GIB + (1 + r["n_gen"] / 2) * est.kv_cache_bytes_per_token
+                best_tg = max(r.get("samples_ts") or [r["avg_ts"]])
+                streamed = read * best_tg / setup.bandwidth_bytes_per_s
             else:
                 est = estimate(model, hw, precision=precision, engine="llama.cpp", input_len=r["n_prompt"],
                                output_len=1, concurrency=1)
@@ -119,7 +139,7 @@ def bench_rows(data: Path = DATA) -> list[BenchRow]:
             rows.append(BenchRow(precision, test, best, r["avg_ts"], r["stddev_ts"], predicted, r["model_size"],
                                  gguf_weight_bytes(model, precision), r["n_threads"], tag, record.get("date", ""),
                                  shape, tuple(record.get("load_average_before_after", ())), clock, active,
-                                 machine))
+                                 machine, bound, streamed))
     return rows
 
 
@@ -137,7 +157,7 @@ def report(rows: list[BenchRow]) -> list[str]:
     if not rows:
         return ["\nllama.cpp on this machine: no llama-bench records in benchmarks/data/llama_bench/"]
     lines = ["\nllama.cpp check on the probed machines (benchmarks/data/llama_bench/, `estimate --hardware` with each "
-             "run's probe (2026-12-03: machine.yaml, AVX2; 2026-12-04: machine-2026-12-04*.yaml, AVX-512) vs "
+             "run's probe (2026-12-03: machine.yaml, AVX2; 2026-12-04/05: machine-2026-12-0[45]*.yaml, AVX-512) vs "
              "llama-bench -o json; load = 1-minute load average before/after the type's runs on the shared machine):"]
     for r in rows:
         role = "fitted" if fed(r) else "independent"
@@ -145,7 +165,8 @@ def report(rows: list[BenchRow]) -> list[str]:
         lines.append(f"  {r.date[:10]:<10} {r.shape:<11} {r.precision:<5} {r.test:<6} {role:<11} load {load:<8} "
                      f"measured best {r.measured_tokens_per_s:7.1f} (mean {r.mean_tokens_per_s:6.1f} +- "
                      f"{r.stddev_tokens_per_s:4.1f}) t/s  predicted {r.predicted_tokens_per_s:7.1f} ({r.error:+.0%})"
-                     f"  file {r.file_bytes / 1e9:.3f} GB, model {r.predicted_file_bytes / 1e9:.3f} GB")
+                     f"  file {r.file_bytes / 1e9:.3f} GB, model {r.predicted_file_bytes / 1e9:.3f} GB"
+                     + (f"  {r.bound}-bound, streams {r.streamed_fraction:.3f} of the probe" if r.bound else ""))
     for test in sorted({r.test for r in rows}):
         errs = [r.error for r in rows if r.test == test and not fed(r)]
         if not errs:

@@ -1,6 +1,7 @@
 """llama.cpp on this machine: write Llama-shaped GGUF files, run llama-bench, keep its JSON as data.
 
-Steps (each writes under benchmarks/data/llama_bench/ or --work; --shape tinyllama (default) or llama3.2-3b):
+Steps (each writes under benchmarks/data/llama_bench/ or --work; --shape tinyllama (default), llama3.2-3b or
+llama3.1-8b):
   python -m benchmarks.llama_bench_cpu gguf --work DIR   # F16, random weights (benchmarks/llama_gguf.py)
   llama-quantize DIR/tinyllama-f16.gguf DIR/tinyllama-q8_0.gguf Q8_0   (and Q4_0; the pinned llama.cpp's tool)
   python -m benchmarks.llama_bench_cpu run --work DIR --llama-bench PATH --hardware machine.yaml
@@ -30,6 +31,11 @@ SHAPES = {
     "llama3.2-3b": ("llama-3.2-3b-config.json", "llama3.2-3b-shapes-random",
                     "Llama-3.2-3B layer shapes (3072 hidden, 28 layers, 24/8 heads, 8192 FFN, 128,256 vocabulary) "
                     "with an untied output matrix (3.6B weights)"),
+    "llama3.1-8b": ("llama-3.1-8b-config.json", "llama3.1-8b-shapes-random",
+                    "Llama-3.1-8B shapes (4096 hidden, 32 layers, 32/8 heads, 14336 FFN, 128,256 vocabulary, untied "
+                    "output matrix: 8.0B weights; meta-llama/Llama-3.1-8B-Instruct's config.json as transcribed in "
+                    "tests/fixtures/hf_configs/llama-3.1-8b-instruct.json; the writer writes no rope_freqs tensor "
+                    "for its llama3 RoPE scaling, which does not change the work per token)"),
 }
 CONFIG = json.loads((DATA / SHAPES["tinyllama"][0]).read_text())
 TYPES = ("f16", "q8_0", "q4_0")
