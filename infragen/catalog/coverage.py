@@ -75,13 +75,20 @@ def render_coverage(catalog: Catalog | None = None,
     return "\n".join([*lines, "", END])
 
 
+def replace_section(text: str, start: str, end: str, section: str) -> str | None:
+    """`text` with what stands from `start` to `end` (both markers included) replaced by `section`; None when a
+    marker is missing. Shared by the generated sections of docs/catalog.md."""
+    head, sep, rest = text.partition(start)
+    _, sep2, tail = rest.partition(end)
+    return head + section + tail if sep and sep2 else None
+
+
 def updated_doc(text: str, section: str) -> str:
     """`text` with the generated section replaced (it must already hold both markers)."""
-    head, sep, rest = text.partition(START)
-    _, sep2, tail = rest.partition(END)
-    if not sep or not sep2:
+    new = replace_section(text, START, END, section)
+    if new is None:
         raise SystemExit(f"{DOC}: the coverage markers are missing")
-    return head + section + tail
+    return new
 
 
 def main(argv: list[str] | None = None) -> int:

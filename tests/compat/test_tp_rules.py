@@ -15,6 +15,7 @@ from infragen.catalog.models import load_model_registry
 from infragen.sizing import estimate_memory, hardware_from_gpu
 from infragen.sizing.search import search
 from infragen.spec import WorkloadSpec
+from tests.sizing.conftest import qwen3_235b_fp8_p4de_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs"
 REGISTRY = load_model_registry()
@@ -97,13 +98,7 @@ def test_estimate_memory_obeys_the_block_rule() -> None:
 
 
 def _spec(**kw: object) -> WorkloadSpec:
-    data: dict[str, object] = {
-        "model": "qwen3-235b-a22b", "precision": ["fp8"],
-        "traffic": {"concurrent_users": 8, "prompt_tokens": 1024, "output_tokens": 256},
-        "slo": {"tpot_ms": 200, "ttft_p99_ms": 20000}, "cloud": "aws", "regions": ["us-east-1"],
-        "instance_families": {"allow": ["p4de"]}}
-    data.update(kw)
-    return WorkloadSpec.model_validate(data)
+    return qwen3_235b_fp8_p4de_spec(**kw)
 
 
 def test_planner_never_returns_a_tp_the_block_rule_forbids() -> None:

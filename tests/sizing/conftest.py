@@ -8,6 +8,7 @@ from infragen.architecture import ModelArchitecture
 from infragen.catalog.records import Accelerator, CpuModel
 from infragen.sizing.hardware import hardware_from_gpu
 from infragen.sizing.types import Hardware
+from infragen.spec import WorkloadSpec
 
 # Shapes from the models' Hugging Face config.json files.
 LLAMA3_8B = ModelArchitecture(
@@ -68,3 +69,16 @@ def cpu_host() -> Hardware:
         name="test-cpu-host", accelerator=None, gpu_count=0, gpu_memory_gib=None, cpu=cpu, vcpus=32,
         memory_gib=64.0, network_gbps=10.0, rdma="none",
     )
+
+
+def qwen3_235b_fp8_p4de_spec(**kw: object) -> WorkloadSpec:
+    """The block-FP8 Qwen3-235B workload on 8 x A100 (p4de) where plain tp 8 is refused by the fp8-block-experts
+    rule (tests/compat/test_tp_rules.py) and its expert-parallel twin is planned
+    (tests/sizing/test_expert_parallel.py)."""
+    data: dict[str, object] = {
+        "model": "qwen3-235b-a22b", "precision": ["fp8"],
+        "traffic": {"concurrent_users": 8, "prompt_tokens": 1024, "output_tokens": 256},
+        "slo": {"tpot_ms": 200, "ttft_p99_ms": 20000}, "cloud": "aws", "regions": ["us-east-1"],
+        "instance_families": {"allow": ["p4de"]}}
+    data.update(kw)
+    return WorkloadSpec.model_validate(data)

@@ -256,15 +256,9 @@ def test_estimate_serves_the_block_fp8_checkpoint_at_tp8_with_ep() -> None:
 
 
 def _spec(**kw: object):  # type: ignore[no-untyped-def]
-    from infragen.spec import WorkloadSpec
+    from tests.sizing.conftest import qwen3_235b_fp8_p4de_spec
 
-    data: dict[str, object] = {
-        "model": "qwen3-235b-a22b", "precision": ["fp8"],
-        "traffic": {"concurrent_users": 8, "prompt_tokens": 1024, "output_tokens": 256},
-        "slo": {"tpot_ms": 200, "ttft_p99_ms": 20000}, "cloud": "aws", "regions": ["us-east-1"],
-        "instance_families": {"allow": ["p4de"]}}
-    data.update(kw)
-    return WorkloadSpec.model_validate(data)
+    return qwen3_235b_fp8_p4de_spec(**kw)
 
 
 def test_the_planner_plans_ep_where_tp_cannot_shard_the_experts_only() -> None:

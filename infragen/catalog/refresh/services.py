@@ -326,11 +326,12 @@ def render_doc_table(services_yaml: str, regions: list[str]) -> str:
 
 
 def updated_doc(text: str, table: str) -> str:
-    head, sep, rest = text.partition(DOC_START)
-    _, sep2, tail = rest.partition(DOC_END)
-    if not sep or not sep2:
+    from infragen.catalog.coverage import replace_section
+
+    new = replace_section(text, DOC_START, DOC_END, table)
+    if new is None:
         raise ValueError(f"{DOC}: the services markers are missing")
-    return head + table + tail
+    return new
 
 
 def build(data_dir: Path = DATA, sources: Path = SOURCES) -> str:
