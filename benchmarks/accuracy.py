@@ -31,14 +31,17 @@ from infragen.sizing import constants as constants_mod
 from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import hardware_from_gpu
+from infragen.sizing.load_estimate import vllm_default_scheduler
 from infragen.sizing.memory import (
     gguf_weight_bytes,
     param_groups,
     vllm_memory,
+    vllm_profile_tokens,
     weight_bytes_per_gpu,
 )
 from infragen.sizing.performance import (
     MANY_EXPERT_MOE_REGIME,
+    DrainResult,
     gpu_figures,
     gpu_setup,
     is_many_expert_moe,
@@ -71,10 +74,15 @@ from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<
     SHAREGPT_INPUT_TOKENS,
     SHAREGPT_OUTPUT_MEAN_TOKENS,
     SHAREGPT_REQUESTS,
+    V0_MAX_NUM_SEQS,
+    V0_MIN_BATCHED_TOKENS,
+    Burst,
     Outcome,
     _accelerator,
     _sharegpt_lengths,
     arch,
+    burst_lengths,
+    burst_of,
     gpu_of,
     is_current_vllm_check,
     is_expert_parallel_check,
@@ -237,6 +245,7 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     if not est.fits:
         return f"{rid}: {est.reason}"
     pred = figure(est)
+    burst = burst_of(row) if metric == "output_tokens_per_s" else None
     label = check_regime(model, acc, prec, est.kv_cache_dtype)
     inner = ", ".join(x for x in (label, tag[1] if tag else "") if x)
     group = f"{CURRENT_VLLM_GROUP}, {inner})" if inner else f"{CURRENT_VLLM_GROUP})"
@@ -244,10 +253,44 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     if ep:  # reported apart, beside its tp twin (accuracy_checks.expert_parallel_report)
         group, regime = f"{EXPERT_PARALLEL_GROUP[:-1]}, {inner})", EXPERT_PARALLEL_REGIME
     note = f"{acc.id} batch {est.concurrency} ({est.regime})"
+    if burst is not None:
+        steady = pred
+        pred, limits = burst_drain_tokens_per_s(row, burst, model, acc, hw, prec, est, mml, util, ep, factors)
+        note = (f"{acc.id} burst of {burst.requests} {burst.dataset} requests drained ({limits}; "
+                f"{est.regime}); steady state at batch {est.concurrency} {steady:.2f} ({steady / measured - 1:+.0%})")
     if cached:
         cold = figure(run(0.0))
         note += f"; without the prefix-cache credit {cold:.2f} ({cold / measured - 1:+.0%})"
     return Outcome(rid, group, metric, measured, pred, regime, note)
+
+
+def burst_drain_tokens_per_s(row: dict[str, str], burst: Burst, model: ModelArchitecture, acc: Accelerator,
+                             hw: Hardware, prec: str, est: Estimate, mml: int | None, util: float, ep: bool,
+                             factors: tuple[float, float]) -> tuple[float, str]:
+    """Output tok/s of a burst row replayed as what it measured: every request queued at once and drained
+    (performance.simulate_drain) under the server's scheduler limits, with the KV capacity estimate() sized; and
+    the limits used. vLLM >= 0.8 (V1): vLLM 0.34's per-GPU defaults (vllm_scheduler_defaults; taken to hold for
+    the row's release); older: V0's 256 sequences and max(max_model_len, 2048) tokens."""
+    version = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
+    v1 = version is not None and (int(version[1]), int(version[2])) >= (0, 8)
+    if v1:
+        seqs, budget, _ = vllm_default_scheduler(acc, hw.memory_per_gpu_gib)
+    else:
+        seqs, budget = V0_MAX_NUM_SEQS, max(mml or model.max_position_embeddings, V0_MIN_BATCHED_TOKENS)
+    budget = burst.max_num_batched_tokens or budget
+    tp, pp = int(row["tp"] or 1), int(row["pp"] or 1)
+    mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, est.kv_cache_dtype, tp, pp, util,
+                      profile_tokens=vllm_profile_tokens(model, mml))
+    setup = gpu_setup(model, gpu_figures(acc), prec, mem.kv_bytes_per_token_gpu, "vllm", tp, pp, 1,
+                      expert_parallel=ep)
+    key = (row["id"], row["notes"], est.kv_cache_capacity_tokens, seqs, budget)
+    if key not in _DRAINS:  # the schedule does not depend on the factors: replay once, rescale (calibrate_check)
+        ins, outs = burst_lengths(burst, int(row["input_len"]), int(row["output_len"]))
+        _DRAINS[key] = simulate_drain(setup, ins, outs, seqs, est.kv_cache_capacity_tokens, budget)
+    return _DRAINS[key].output_tokens_per_s_at(*factors), f"max_num_seqs {seqs}, {budget} tokens a step"
+
+
+_DRAINS: dict[tuple[str, str, int, int, int], DrainResult] = {}
 
 
 def current_vllm_report(outcomes: list[Outcome]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import random
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -182,6 +183,67 @@ def _accelerator(gpu_id: str, interconnect: str) -> Accelerator:
     if interconnect == "pcie":
         acc = acc.model_copy(update={"interconnect": "pcie", "interconnect_gb_per_s": 64.0, "nvlink_generation": None})
     return acc
+
+
+#: vLLM's benchmark keeps a ShareGPT request only with >= 4 output tokens and <= 2048 tokens in all (vllm 0.34.0
+#: wheel, vllm/benchmarks/datasets/datasets.py is_valid_sequence: min_len 4, max_total_len 2048).
+SHAREGPT_MIN_OUTPUT_TOKENS = 4
+SHAREGPT_MAX_TOTAL_TOKENS = 2048
+#: vLLM V0's scheduler defaults (EX rows of vLLM < 0.8): 256 sequences, and without chunked prefill (off by default
+#: below a 32K context) a token budget of max(max_model_len, 2048) (vllm/config.py SchedulerConfig.__post_init__).
+V0_MAX_NUM_SEQS = 256
+V0_MIN_BATCHED_TOKENS = 2048
+
+
+@dataclass(frozen=True)
+class Burst:
+    """A max-load row measured as one burst (request rate inf: every prompt sent at once, the batch then drained),
+    as its notes record it."""
+
+    requests: int
+    """Requests that completed: the output throughput is theirs over the run."""
+    dataset: str
+    """'sharegpt' (long-tailed output lengths) or 'random' (vllm bench's random dataset: fixed lengths)."""
+    max_num_batched_tokens: int | None
+    """The server's --max-num-batched-tokens when the row's command line set it."""
+
+
+_BURST_REQUESTS = re.compile(r"request rate inf, (\d+)(?: of \d+)? prompts")
+#: sglang's benchmark README tables: 'inf | <prompts> | <engine> | <req/s> | <tok/s>'.
+_README_BURST = re.compile(r"'inf \| (\d+) \|")
+
+
+def burst_of(row: dict[str, str]) -> Burst | None:
+    """The burst a max-load row ran, or None (a closed loop, an online run, or a burst whose dataset is unknown)."""
+    if not row["concurrency"].strip().lower().startswith("max-load"):
+        return None
+    notes = row["notes"]
+    m = _BURST_REQUESTS.search(row["concurrency"]) or _README_BURST.search(notes)
+    if m is None:
+        return None
+    dataset = re.search(r"--dataset-name (sharegpt|random)\b", notes)
+    kind = dataset[1] if dataset else "sharegpt" if "[check: ShareGPT means]" in notes else None
+    if kind is None:
+        return None
+    budget = re.search(r"--max-num-batched-tokens (\d+)", notes)
+    return Burst(int(m[1]), kind, int(budget[1]) if budget else None)
+
+
+def burst_lengths(burst: Burst, input_len: int, output_len: int) -> tuple[list[int], list[int]]:
+    """(input lengths, output lengths) of the burst's requests in the order sent, from the row's mean lengths.
+
+    random: every request the mean lengths. sharegpt: the per-request lengths are not published, so outputs are the
+    quantiles of an exponential distribution with the run's mean (ShareGPT replies are long-tailed; an assumption,
+    as for the Lambda rows), held to vLLM's ShareGPT sampling limits, in a fixed shuffled order (requests arrive in
+    dataset order, not sorted by length); inputs the mean."""
+    n = burst.requests
+    if burst.dataset == "random":
+        return [input_len] * n, [output_len] * n
+    cap = max(SHAREGPT_MIN_OUTPUT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS - input_len)
+    outs = [max(SHAREGPT_MIN_OUTPUT_TOKENS, min(cap, round(-output_len * math.log(1 - (i + 0.5) / n))))
+            for i in range(n)]
+    random.Random(0).shuffle(outs)
+    return [input_len] * n, outs
 
 
 def _sharegpt_lengths() -> tuple[list[int], list[int]]:

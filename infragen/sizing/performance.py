@@ -643,6 +643,15 @@ class DrainResult:
     output_tokens_per_s: float
     mean_itl_s: float
     """Token-weighted mean inter-token latency."""
+    prompt_s: float = 0.0
+    """The part of duration_s the prompt tokens cost: each step less the same step without its prompt tokens."""
+
+    def output_tokens_per_s_at(self, decode_factor: float, prefill_factor: float) -> float:
+        """Output tok/s with a calibration's speed factors: the prompt tokens' part of every step at the prompt
+        factor, the rest at the generation factor. The schedule does not depend on speed, so these are the same
+        steps, each faster or slower."""
+        t = (self.duration_s - self.prompt_s) / decode_factor + self.prompt_s / prefill_factor
+        return self.output_tokens / t if t > 0 else 0.0
 
 
 def simulate_drain(
@@ -660,6 +669,7 @@ def simulate_drain(
     queue.reverse()
     running: list[list[int]] = []  # [context_tokens, remaining_output]
     t = 0.0
+    prompt_s = 0.0
     itl_weighted = 0.0
     tokens_out = 0
     while queue or running:
@@ -682,6 +692,8 @@ def simulate_drain(
         ctx = sum(r[0] for r in decoding) / n if n else 0.0
         step = token_step_s(s, n, ctx, prefill_tokens, prefill_ctx / prefill_tokens if prefill_tokens else 0.0)
         t += step
+        if prefill_tokens:
+            prompt_s += step - (token_step_s(s, n, ctx, 0.0, 0.0) if n else 0.0)
         itl_weighted += step * n
         tokens_out += n
         for r in decoding:
@@ -693,4 +705,5 @@ def simulate_drain(
         output_tokens=tokens_out,
         output_tokens_per_s=tokens_out / t if t > 0 else 0.0,
         mean_itl_s=itl_weighted / tokens_out if tokens_out else 0.0,
+        prompt_s=prompt_s,
     )
