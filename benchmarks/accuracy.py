@@ -29,19 +29,17 @@ from infragen.architecture import ModelArchitecture
 from infragen.catalog.records import Accelerator, CpuModel
 from infragen.sizing import constants as constants_mod
 from infragen.sizing.cpu_performance import cpu_setup, generation_step_s, prompt_s
+from infragen.sizing.drain import BurstReplay, burst_drain
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import hardware_from_gpu
-from infragen.sizing.load_estimate import vllm_default_scheduler
 from infragen.sizing.memory import (
     gguf_weight_bytes,
     param_groups,
     vllm_memory,
-    vllm_profile_tokens,
     weight_bytes_per_gpu,
 )
 from infragen.sizing.performance import (
     MANY_EXPERT_MOE_REGIME,
-    DrainResult,
     gpu_figures,
     gpu_setup,
     is_many_expert_moe,
@@ -268,29 +266,26 @@ def burst_drain_tokens_per_s(row: dict[str, str], burst: Burst, model: ModelArch
                              hw: Hardware, prec: str, est: Estimate, mml: int | None, util: float, ep: bool,
                              factors: tuple[float, float]) -> tuple[float, str]:
     """Output tok/s of a burst row replayed as what it measured: every request queued at once and drained
-    (performance.simulate_drain) under the server's scheduler limits, with the KV capacity estimate() sized; and
-    the limits used. vLLM >= 0.8 (V1): vLLM 0.34's per-GPU defaults (vllm_scheduler_defaults; taken to hold for
-    the row's release); older: V0's 256 sequences and max(max_model_len, 2048) tokens."""
+    (sizing/drain.burst_drain) under the server's scheduler limits; and the limits used. vLLM >= 0.8 (V1): the
+    pinned vLLM's per-GPU defaults (taken to hold for the row's release); older: V0's 256 sequences and
+    max(max_model_len, 2048) tokens; the row's --max-num-batched-tokens where its command line set it."""
     version = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
     v1 = version is not None and (int(version[1]), int(version[2])) >= (0, 8)
-    if v1:
-        seqs, budget, _ = vllm_default_scheduler(acc, hw.memory_per_gpu_gib)
-    else:
-        seqs, budget = V0_MAX_NUM_SEQS, max(mml or model.max_position_embeddings, V0_MIN_BATCHED_TOKENS)
+    seqs = None if v1 else V0_MAX_NUM_SEQS
+    budget = None if v1 else max(mml or model.max_position_embeddings, V0_MIN_BATCHED_TOKENS)
     budget = burst.max_num_batched_tokens or budget
-    tp, pp = int(row["tp"] or 1), int(row["pp"] or 1)
-    mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, est.kv_cache_dtype, tp, pp, util,
-                      profile_tokens=vllm_profile_tokens(model, mml))
-    setup = gpu_setup(model, gpu_figures(acc), prec, mem.kv_bytes_per_token_gpu, "vllm", tp, pp, 1,
-                      expert_parallel=ep)
-    key = (row["id"], row["notes"], est.kv_cache_capacity_tokens, seqs, budget)
+    key = (row["id"], row["notes"], est.kv_cache_capacity_tokens)
     if key not in _DRAINS:  # the schedule does not depend on the factors: replay once, rescale (calibrate_check)
         ins, outs = burst_lengths(burst, int(row["input_len"]), int(row["output_len"]))
-        _DRAINS[key] = simulate_drain(setup, ins, outs, seqs, est.kv_cache_capacity_tokens, budget)
-    return _DRAINS[key].output_tokens_per_s_at(*factors), f"max_num_seqs {seqs}, {budget} tokens a step"
+        _DRAINS[key] = burst_drain(model, hw, precision=prec, tp=int(row["tp"] or 1), pp=int(row["pp"] or 1),
+                                   input_lens=ins, output_lens=outs, kv_cache_dtype=est.kv_cache_dtype,
+                                   max_model_len=mml, gpu_memory_utilization=util, expert_parallel=ep,
+                                   max_num_seqs=seqs, max_num_batched_tokens=budget)
+    replay = _DRAINS[key]
+    return replay.result.output_tokens_per_s_at(*factors), replay.limits
 
 
-_DRAINS: dict[tuple[str, str, int, int, int], DrainResult] = {}
+_DRAINS: dict[tuple[str, str, int], BurstReplay] = {}
 
 
 def current_vllm_report(outcomes: list[Outcome]) -> list[str]:

@@ -124,6 +124,13 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     if isinstance(doc.get("max_concurrency"), int) and doc["max_concurrency"] > 0:
         conc = max(1, math.ceil(int(doc["max_concurrency"]) / engines))
     else:
+        lengths = _request_lengths(doc, where)
+        if lengths is not None:
+            return _burst_result(doc, where, model, hardware, precision, tp, engines, *lengths)
+        click.echo(f"note: {where} sent every request at once (no --request-rate, no --max-concurrency) and holds no "
+                   "per-request lengths: calibrated as a steady state at its average batch (Little's law), which "
+                   "over-states the speed a burst of long-tailed requests shows; `vllm bench serve --save-detailed` "
+                   "keeps the lengths, and calibrate then replays the burst", err=True)
         if "mean_e2el_ms" in doc:
             e2e_ms = _number(doc, "mean_e2el_ms", where)
         else:
@@ -147,6 +154,40 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
         out.append(Observation(where, "median_ttft_ms", "prefill", 1e3 / _number(doc, "median_ttft_ms", where),
                                1e3 / est.ttft_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).ttft_ms))
     return out
+
+
+def _request_lengths(doc: dict[str, Any], where: str) -> tuple[list[int], list[int]] | None:
+    """(input lengths, output lengths) of the requests that completed, in the order sent, when the result holds
+    them (`--save-detailed`: input_lens, output_lens; a failed request has output 0); None when it does not."""
+    if "input_lens" not in doc and "output_lens" not in doc:
+        return None
+    ins, outs = doc.get("input_lens"), doc.get("output_lens")
+    ok = (isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) and ins
+          and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (*ins, *outs)))
+    if not ok:
+        raise InputError(f"{where}: input_lens, output_lens: expected two lists of token counts (integers >= 0) of "
+                         "the same length, one entry a request, as `vllm bench serve --save-detailed` writes them")
+    done = [(i, o) for i, o in zip(ins, outs, strict=True) if o > 0]  # type: ignore[arg-type]
+    if not done:
+        raise InputError(f"{where}: output_lens: no request generated a token, nothing to calibrate on")
+    return [max(1, i) for i, _ in done], [o for _, o in done]
+
+
+def _burst_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hardware: Hardware, precision: str,
+                  tp: int, engines: int, ins: list[int], outs: list[int]) -> list[Observation]:
+    """A burst (every request at once) with its per-request lengths: its output throughput against the replay of
+    the same requests drained (sizing/drain.py). With `engines` behind a balancer each drained every engines-th
+    request. Its TTFT and TPOT hold the burst's own queueing, so only the throughput is fitted."""
+    from infragen.sizing.drain import burst_drain
+
+    mine_in, mine_out = ins[::engines], outs[::engines]
+    try:
+        replay = burst_drain(model, hardware, precision=precision, tp=tp, input_lens=mine_in, output_lens=mine_out)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc.message}; check --model, --precision, --tp and the hardware") from None
+    source = f"{where} burst of {len(mine_in)} requests replayed ({replay.limits})"
+    return [Observation(source, "output_throughput", "decode", _number(doc, "output_throughput", where) / engines,
+                        replay.result.output_tokens_per_s, model=replay.result.output_tokens_per_s_at)]
 
 
 def _online_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hardware: Hardware, precision: str,

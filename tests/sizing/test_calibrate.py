@@ -277,3 +277,68 @@ def test_llama_cpp_profile_holds_only_on_the_cpu_it_was_measured_on(tmp_path: Pa
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "hardware" in err and "family 25 model 17" in err and "family 25 model 1," in err
+
+
+def _burst_doc(ins: list[int], outs: list[int], tok_per_s: float, detailed: bool = True) -> dict[str, object]:
+    """A `vllm bench serve --save-result` burst (no --request-rate, no --max-concurrency), `--save-detailed` or not."""
+    doc: dict[str, object] = {
+        "completed": len(ins), "total_input_tokens": sum(ins), "total_output_tokens": sum(outs),
+        "request_rate": "inf", "max_concurrency": None, "output_throughput": tok_per_s,
+        "request_throughput": tok_per_s / (sum(outs) / len(outs)), "mean_e2el_ms": 20_000.0,
+        "median_tpot_ms": 30.0, "median_ttft_ms": 5_000.0}
+    if detailed:
+        doc |= {"input_lens": [*ins, 200], "output_lens": [*outs, 0]}  # the last request failed: no tokens
+    return doc
+
+
+BURST_INS = [200 + 37 * (i % 11) for i in range(300)]
+BURST_OUTS = [8 + (i * 97) % 900 for i in range(300)]  # long-tailed enough: 8 .. 907 tokens
+
+
+def test_a_detailed_burst_is_replayed_as_the_drain_it_was(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from infragen.catalog import load_catalog
+    from infragen.catalog.models import load_model_registry
+    from infragen.sizing.drain import burst_drain
+
+    model = load_model_registry()["llama-3.1-8b"]
+    hw = hardware_from_gpu(load_catalog().accelerator("h100-sxm"), 1)
+    replay = burst_drain(model, hw, precision="bf16", tp=1, input_lens=BURST_INS, output_lens=BURST_OUTS)
+    steady = estimate(model, hw, precision="bf16", input_len=round(sum(BURST_INS) / 300),
+                      output_len=round(sum(BURST_OUTS) / 300), concurrency=None)
+    assert replay.result.output_tokens_per_s < 0.9 * steady.output_tokens_per_s  # the tail runs a small batch
+    measured = 0.8 * replay.result.output_tokens_per_s
+    f = tmp_path / "burst.json"
+    f.write_text(json.dumps(_burst_doc(BURST_INS, BURST_OUTS, measured)))
+    profile = yaml.safe_load(_calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16",
+                                        "--gpu", "h100-sxm", "--gpus", "1").read_text())
+    [row] = profile["residuals"]  # a burst's TTFT and TPOT hold its queueing: only its throughput is fitted
+    assert row["metric"] == "output_throughput" and "burst of 300 requests replayed" in row["source"]
+    assert row["before"] == pytest.approx(replay.result.output_tokens_per_s)
+    assert row["after"] == pytest.approx(measured, rel=1e-3)
+    assert profile["decode_factor"] < 0.8  # the prompt tokens' share keeps the prompt factor (1: no TTFT fitted)
+    assert "sent every request at once" not in capsys.readouterr().err
+
+
+def test_a_burst_without_lengths_is_calibrated_at_its_average_batch_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "burst.json"
+    f.write_text(json.dumps(_burst_doc(BURST_INS, BURST_OUTS, 3000.0, detailed=False)))
+    profile = yaml.safe_load(_calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16",
+                                        "--gpu", "h100-sxm", "--gpus", "1").read_text())
+    assert {r["metric"] for r in profile["residuals"]} >= {"output_throughput", "median_tpot_ms"}
+    err = capsys.readouterr().err
+    assert "sent every request at once" in err and "--save-detailed" in err
+
+
+@pytest.mark.parametrize("lens", [{"input_lens": [1, 2], "output_lens": [3]}, {"input_lens": "x", "output_lens": []},
+                                  {"input_lens": [1, -2], "output_lens": [3, 4]},
+                                  {"input_lens": [1, True], "output_lens": [3, 4]}])
+def test_malformed_request_lengths_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         lens: dict[str, object]) -> None:
+    f = tmp_path / "burst.json"
+    f.write_text(json.dumps(_burst_doc(BURST_INS, BURST_OUTS, 3000.0, detailed=False) | lens))
+    with pytest.raises(SystemExit) as exc:
+        _calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "burst.json" in err and "input_lens" in err and "Traceback" not in err

@@ -1,0 +1,65 @@
+"""A burst benchmark replayed: every request queued at once (`vllm bench serve` without --request-rate) and the
+batch drained, as performance.simulate_drain steps it under the server's scheduler limits.
+
+A burst of long-tailed requests spends most of its steps far below the full batch, so its throughput is not the
+steady state's; `infragen calibrate` and benchmarks/accuracy.py compare burst results with this replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from infragen.architecture import ModelArchitecture
+from infragen.errors import InputError
+from infragen.sizing.estimate import estimate
+from infragen.sizing.load_estimate import vllm_default_scheduler
+from infragen.sizing.memory import vllm_memory, vllm_profile_tokens
+from infragen.sizing.performance import DrainResult, gpu_figures, gpu_setup, simulate_drain
+from infragen.sizing.types import Hardware
+
+
+@dataclass(frozen=True)
+class BurstReplay:
+    """The replay and the limits it ran under."""
+
+    result: DrainResult
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_capacity_tokens: int
+
+    @property
+    def limits(self) -> str:
+        return f"max_num_seqs {self.max_num_seqs}, {self.max_num_batched_tokens} tokens a step"
+
+
+def burst_drain(model: ModelArchitecture, hardware: Hardware, *, precision: str, tp: int,
+                input_lens: Sequence[int], output_lens: Sequence[int], pp: int = 1, kv_cache_dtype: str = "auto",
+                max_model_len: int | None = None, gpu_memory_utilization: float = 0.9,
+                expert_parallel: bool = False, max_num_seqs: int | None = None,
+                max_num_batched_tokens: int | None = None) -> BurstReplay:
+    """vLLM serving `input_lens` / `output_lens` (in the order sent) all queued at once on one engine of `hardware`.
+
+    The scheduler limits default to what `vllm serve` of the pinned release picks on the GPU
+    (load_estimate.vllm_default_scheduler); the KV capacity is the one estimate() sizes. InputError when the setup
+    does not fit or the lists are empty or of different lengths."""
+    if not input_lens or len(input_lens) != len(output_lens):
+        raise InputError(f"a burst needs one input and one output length per request (got {len(input_lens)} and "
+                         f"{len(output_lens)})")
+    if hardware.accelerator is None:
+        raise InputError(f"{hardware.name}: a vLLM burst needs a machine with GPUs")
+    mean_in = max(1, round(sum(input_lens) / len(input_lens)))
+    mean_out = max(1, round(sum(output_lens) / len(output_lens)))
+    est = estimate(model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, tp=tp, pp=pp,
+                   input_len=mean_in, output_len=mean_out, concurrency=None, max_model_len=max_model_len,
+                   gpu_memory_utilization=gpu_memory_utilization, expert_parallel=expert_parallel)
+    if not est.fits:
+        raise InputError(f"the model says this setup does not fit ({est.reason})")
+    seqs, budget, _ = vllm_default_scheduler(hardware.accelerator, hardware.memory_per_gpu_gib)
+    seqs, budget = max_num_seqs or seqs, max_num_batched_tokens or budget
+    mem = vllm_memory(model, hardware.memory_per_gpu_gib, precision, est.kv_cache_dtype, tp, pp,
+                      gpu_memory_utilization, profile_tokens=vllm_profile_tokens(model, max_model_len))
+    setup = gpu_setup(model, gpu_figures(hardware.accelerator), precision, mem.kv_bytes_per_token_gpu, "vllm", tp,
+                      pp, 1, expert_parallel=est.expert_parallel)
+    result = simulate_drain(setup, input_lens, output_lens, seqs, est.kv_cache_capacity_tokens, budget)
+    return BurstReplay(result, seqs, budget, est.kv_cache_capacity_tokens)
