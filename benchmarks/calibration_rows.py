@@ -57,6 +57,13 @@ _ARCH: dict[str, dict[str, object]] = {
     # Qwen/Qwen3-32B config.json (not in infragen's registry): untied embeddings, QK-norm, no sliding window.
     "qwen3-32b": dict(hidden_size=5120, num_layers=64, num_attention_heads=64, num_kv_heads=8, head_dim=128,
                       intermediate_size=25600, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
+    # Qwen/Qwen3-14B and Qwen/Qwen3-8B config.json as copied in citsjtu2020/LLM-Prof@8434c8d sglang/Model_Config.md
+    # (code index; its Qwen3-32B entry matches the one above, its Qwen3-8B tests/fixtures/hf_configs/qwen3-8b.json):
+    # Qwen3ForCausalLM, untied embeddings, QK-norm, no sliding window; 14.77B / 8.19B parameters computed.
+    "qwen3-14b": dict(hidden_size=5120, num_layers=40, num_attention_heads=40, num_kv_heads=8, head_dim=128,
+                      intermediate_size=17408, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
+    "qwen3-8b": dict(hidden_size=4096, num_layers=36, num_attention_heads=32, num_kv_heads=8, head_dim=128,
+                     intermediate_size=12288, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
 }
 #: Rows whose model is in infragen's own registry (infragen/catalog/data/models.yaml): resolved from there.
 _REGISTRY_MODELS = ("qwen3-235b-a22b", "deepseek-r1")
@@ -105,7 +112,8 @@ def model_of(text: str) -> str | None:
         ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"), ("llama-2-7b", "llama-2-7b"),
         ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b-v0.3"),
         ("nemo", "mistral-nemo-12b"), ("mistral-large", "mistral-large-2407"),
-        ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-32b", "qwen3-32b"), ("qwen2.5-0.5b", "qwen2.5-0.5b"),
+        ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-32b", "qwen3-32b"), ("qwen3-14b", "qwen3-14b"),
+        ("qwen3-8b", "qwen3-8b"), ("qwen2.5-0.5b", "qwen2.5-0.5b"),
         ("deepseek-r1", "deepseek-r1"),  # DeepSeek-R1-0528: R1's architecture
     ):
         if key in t:
