@@ -5,9 +5,10 @@ TensorRT-LLM ceiling check, the per-regime error bands, and the checks of accura
 independent rows by regime and tp), llama_bench_check.py, calibrate_check.py (calibrate on one result, predict
 the others of its hardware), online_rate_check.py (published runs at a request rate, reported apart) and
 closed_loop_check.py (published runs at --max-concurrency, reported apart, by GPU).
-`--fit` searches the engine constants (prints YAML); `--doc FILE` rewrites FILE's report blocks. Rows and their
-label mapping: calibration_rows.py.
-Run: python benchmarks/accuracy.py [--fit] [--rows] [--doc docs/performance-model.md]
+`--fit` searches the engine constants (prints YAML); `--doc FILE` rewrites FILE's report blocks; `--kv-sweep F,...
+[--ids FIRST-LAST]` prints the independent vLLM >= 0.6 rows at each kv_bandwidth_fraction (accuracy_checks.
+kv_sweep_report). Rows and their label mapping: calibration_rows.py.
+Run: python benchmarks/accuracy.py [--fit] [--rows] [--doc docs/performance-model.md] [--kv-sweep 0.4083,0.6]
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from accuracy_checks import (  # noqa: F401
     TARGETS,
     dense_gemm_report,
     expert_parallel_report,
+    kv_sweep_report,
     moe_class,
     moe_kernel_report,
     regime_split_report,
@@ -87,6 +89,7 @@ from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<
     model_of,
     precision_of,
     read_rows,
+    server_settings,
 )
 from llama_bench_check import bench_rows, fit_measured_fraction  # benchmarks/ is not a package
 from llama_bench_check import report as llama_bench_report
@@ -220,10 +223,7 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     tp, pp = int(row["tp"] or 1), int(row["pp"] or 1)
     conc_text = row["concurrency"].strip().lower()
     conc = None if conc_text.startswith("max-load") else int(conc_text)
-    server = dict(re.findall(r"\b(gpu_memory_utilization|max_model_len)=(\d+(?:\.\d+)?)", notes))
-    util = float(server.get("gpu_memory_utilization", 0.9))
-    mml = int(server["max_model_len"]) if "max_model_len" in server else None
-    kv = re.search(r"\bkv_cache_dtype=(fp8|bf16|fp16|auto)\b", notes)
+    server = server_settings(notes)
     prec = precision_of(row["precision"], acc.id)
     inp, out = int(row["input_len"]), int(row["output_len"])
     tag = re.search(r"\[check: ([^\]]+)\]", notes)
@@ -231,10 +231,10 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     ep = is_expert_parallel_check(row)
 
     def run(hit_rate: float) -> Estimate:
-        return estimate(model, hw, precision=prec, kv_cache_dtype=kv[1] if kv else "auto", tp=tp, pp=pp,
-                        input_len=inp, output_len=out, concurrency=conc, max_model_len=mml,
-                        gpu_memory_utilization=util, prefix_cache_hit_rate=hit_rate, decode_factor=factors[0],
-                        prefill_factor=factors[1], expert_parallel=ep)
+        return estimate(model, hw, precision=prec, kv_cache_dtype=server.kv_cache_dtype, tp=tp, pp=pp,
+                        input_len=inp, output_len=out, concurrency=conc, max_model_len=server.max_model_len,
+                        gpu_memory_utilization=server.gpu_memory_utilization, prefix_cache_hit_rate=hit_rate,
+                        decode_factor=factors[0], prefill_factor=factors[1], expert_parallel=ep)
 
     def figure(e: Estimate) -> float:
         return {"output_tokens_per_s": e.output_tokens_per_s, "ttft_ms": e.ttft_ms, "tpot_ms": e.tpot_ms}[metric]
@@ -569,7 +569,15 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[], help="with --fit: fit only this section")
     parser.add_argument("--doc", type=Path, help="also rewrite this markdown file's report blocks (fenced blocks "
                         "whose first line is a section heading of this report) with today's figures")
+    parser.add_argument("--kv-sweep", help="comma-separated engines.vllm.kv_bandwidth_fraction values: print the "
+                        "independent vLLM >= 0.6 rows' errors at each (in-process override) and stop")
+    parser.add_argument("--ids", help="with --kv-sweep: only the rows FIRST to LAST, as FIRST-LAST (EX0055-EX0086)")
     args = parser.parse_args()
+    if args.kv_sweep:
+        ids = tuple(args.ids.split("-", 1)) if args.ids else None
+        fractions = [float(x) for x in args.kv_sweep.split(",")]
+        print("\n".join(kv_sweep_report(evaluate_row, fractions, ids)))
+        return
     if args.fit and args.only == ["cpu-measured"]:
         current = constants_mod.load_constants().cpu.measured_bandwidth_fraction
         print(f"cpu:\n  measured_bandwidth_fraction: {fit_measured_fraction(bench_rows(), current):.4f}")

@@ -151,3 +151,39 @@ def test_the_llama_cpp_target_line_reports_the_newest_independent_run() -> None:
         assert ("target met" in lines[-1]) == (inside == len(tg) > 0)
     other = [replace(r, machine="another VM") if fed(r) else r for r in rows]  # runs elsewhere never count here
     assert all("another VM" not in ln or "not checked" in ln for ln in target_lines(other)[:1])
+
+
+def test_the_kv_sweep_at_the_profile_fraction_is_accuracy_py_own_prediction() -> None:
+    """`accuracy.py --kv-sweep` overrides kv_bandwidth_fraction in-process only: at the profile's own fraction every
+    row's cell is the error accuracy.py prints for it, and performance.yaml's value is back afterwards."""
+    from benchmarks.accuracy_checks import kv_sweep_report
+
+    own = load_constants().engines["vllm"].kv_bandwidth_fraction
+    lines = kv_sweep_report(accuracy.evaluate_row, [own, 0.9], ("EX0055", "EX0086"))
+    rows = {r["id"]: r for r in accuracy.read_rows()}
+    checked = 0
+    for line in lines[2:]:
+        rid, cells = line.split()[1], [c.strip() for c in line.split("|")[2:4]]
+        o = accuracy.evaluate_row(rows[rid])
+        if isinstance(o, str):
+            assert cells == ["-", "-"], line
+            continue
+        assert cells[0].split()[0] == f"{o.error:+.0%}", line
+        checked += 1
+    assert checked == 31  # EX0055-EX0086 but EX0056, which does not fit
+    assert load_constants().engines["vllm"].kv_bandwidth_fraction == own
+
+
+def test_a_drain_replays_only_max_load_throughput_rows_and_never_outruns_steady_state_at_the_same_cap() -> None:
+    """On an A100 vLLM's own scheduler cap (256 sequences) is infragen's, so the one-shot drain of a ShareGPT row
+    (ramp and tail included) cannot beat the steady state at the full batch; closed-loop rows have no drain."""
+    from benchmarks.accuracy_checks import drain_output_tokens_per_s
+
+    rows = {r["id"]: r for r in accuracy.read_rows()}
+    a100_sharegpt = rows["EX0070"]  # Qwen3-14B, 1 x A100, 1000 ShareGPT prompts at once
+    steady = accuracy.evaluate_row(a100_sharegpt)
+    assert not isinstance(steady, str) and steady.predicted is not None
+    drain = drain_output_tokens_per_s(a100_sharegpt)
+    assert drain is not None and 0 < drain < steady.predicted
+    assert drain_output_tokens_per_s(rows["EX0086"]) is None  # closed loop of 8
+    assert drain_output_tokens_per_s(rows["EX0084"]) is None  # a TPOT row
