@@ -89,7 +89,6 @@ from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<
     model_of,
     precision_of,
     read_rows,
-    server_settings,
 )
 from llama_bench_check import bench_rows, fit_measured_fraction  # benchmarks/ is not a package
 from llama_bench_check import report as llama_bench_report
@@ -223,7 +222,10 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     tp, pp = int(row["tp"] or 1), int(row["pp"] or 1)
     conc_text = row["concurrency"].strip().lower()
     conc = None if conc_text.startswith("max-load") else int(conc_text)
-    server = server_settings(notes)
+    server = dict(re.findall(r"\b(gpu_memory_utilization|max_model_len)=(\d+(?:\.\d+)?)", notes))
+    util = float(server.get("gpu_memory_utilization", 0.9))
+    mml = int(server["max_model_len"]) if "max_model_len" in server else None
+    kv = re.search(r"\bkv_cache_dtype=(fp8|bf16|fp16|auto)\b", notes)
     prec = precision_of(row["precision"], acc.id)
     inp, out = int(row["input_len"]), int(row["output_len"])
     tag = re.search(r"\[check: ([^\]]+)\]", notes)
@@ -231,10 +233,10 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     ep = is_expert_parallel_check(row)
 
     def run(hit_rate: float) -> Estimate:
-        return estimate(model, hw, precision=prec, kv_cache_dtype=server.kv_cache_dtype, tp=tp, pp=pp,
-                        input_len=inp, output_len=out, concurrency=conc, max_model_len=server.max_model_len,
-                        gpu_memory_utilization=server.gpu_memory_utilization, prefix_cache_hit_rate=hit_rate,
-                        decode_factor=factors[0], prefill_factor=factors[1], expert_parallel=ep)
+        return estimate(model, hw, precision=prec, kv_cache_dtype=kv[1] if kv else "auto", tp=tp, pp=pp,
+                        input_len=inp, output_len=out, concurrency=conc, max_model_len=mml,
+                        gpu_memory_utilization=util, prefix_cache_hit_rate=hit_rate, decode_factor=factors[0],
+                        prefill_factor=factors[1], expert_parallel=ep)
 
     def figure(e: Estimate) -> float:
         return {"output_tokens_per_s": e.output_tokens_per_s, "ttft_ms": e.ttft_ms, "tpot_ms": e.tpot_ms}[metric]

@@ -4,7 +4,6 @@ regime and tp with the issue's targets, and `--doc` (rewrites a markdown file's 
 from __future__ import annotations
 
 import csv
-import math
 import re
 import statistics
 from collections import defaultdict
@@ -28,15 +27,13 @@ from calibration_rows import (  # benchmarks/ is not a package: accuracy.py puts
     model_of,
     precision_of,
     read_rows,
-    server_settings,
 )
 
 from infragen.catalog.records import Accelerator
 from infragen.sizing.constants import load_constants
 from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import hardware_from_gpu
-from infragen.sizing.load_estimate import vllm_default_scheduler
-from infragen.sizing.memory import vllm_memory, vllm_profile_tokens
+from infragen.sizing.memory import vllm_memory
 from infragen.sizing.performance import gpu_figures, gpu_setup, simulate_drain
 
 #: The issue's TP target: predicted tp-N / tp-lowest throughput ratios within this of the measured ratio.
@@ -289,48 +286,11 @@ def expert_parallel_report(outcomes: list[Outcome]) -> list[str]:
     return lines
 
 
-#: A max-load row's prompt count as its concurrency column states it ('... 1000 prompts', '... 984 of 1000 prompts').
-_PROMPTS = re.compile(r"(\d+)(?: of \d+)? prompts")
-
-
-def drain_output_tokens_per_s(row: dict[str, str]) -> float | None:
-    """A max-load vLLM >= 0.6 row replayed as the one-shot drain it was, which estimate()'s steady state leaves out:
-    its prompts all queued at t=0 (performance.simulate_drain) under vLLM's own scheduler defaults on that GPU
-    (load_estimate.vllm_default_scheduler: 1024 sequences / 8192 tokens on an H100, 256 / 2048 on an A100), the KV
-    cache estimate() gives the row's server, fixed mean prompt lengths, and outputs at the row's mean: drawn
-    exponential around it for a '[check: ShareGPT means]' row (as the Lambda rows' sample), fixed otherwise.
-    None: not a max-load output_tokens_per_s row, or it does not fit."""
-    prompts = _PROMPTS.search(row["concurrency"])
-    if row["metric"] != "output_tokens_per_s" or not row["concurrency"].startswith("max-load") or prompts is None:
-        return None
-    name, g = model_of(row["model"]), gpu_of(row["hardware"])
-    if name is None or g is None:
-        return None
-    model, acc = arch(name), _accelerator(*g)
-    tp, pp = int(row["tp"] or 1), int(row["pp"] or 1)
-    hw = hardware_from_gpu(acc, tp * pp)
-    server, prec = server_settings(row["notes"]), precision_of(row["precision"], acc.id)
-    inp, out, n = int(row["input_len"]), int(row["output_len"]), int(prompts[1])
-    est = estimate(model, hw, precision=prec, kv_cache_dtype=server.kv_cache_dtype, tp=tp, pp=pp, input_len=inp,
-                   output_len=out, concurrency=None, max_model_len=server.max_model_len,
-                   gpu_memory_utilization=server.gpu_memory_utilization)
-    if not est.fits:
-        return None
-    mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, est.kv_cache_dtype, tp, pp, server.gpu_memory_utilization,
-                      profile_tokens=vllm_profile_tokens(model, server.max_model_len))
-    setup = gpu_setup(model, gpu_figures(acc), prec, mem.kv_bytes_per_token_gpu, "vllm", tp, pp, 1)
-    seqs, budget, _ = vllm_default_scheduler(acc, hw.memory_per_gpu_gib)
-    outs = [max(1, round(-out * math.log(1 - (i + 0.5) / n))) for i in range(n)] if "[check: ShareGPT means]" in \
-        row["notes"] else [out] * n
-    return simulate_drain(setup, [inp] * n, outs, seqs, est.kv_cache_capacity_tokens, budget).output_tokens_per_s
-
-
 def kv_sweep_report(evaluate: Callable[[dict[str, str]], Outcome | str], fractions: list[float],
                     ids: tuple[str, str] | None = None) -> list[str]:
     """The independent vLLM >= 0.6 rows (those from ids[0] to ids[1] when given) at each engines.vllm.
     kv_bandwidth_fraction, overridden in-process (closed_loop_check.kv_bandwidth_fraction; performance.yaml is not
-    changed): predicted / measured - 1 as accuracy.py predicts the row (`evaluate`), and for a max-load throughput
-    row also as the drain of drain_output_tokens_per_s."""
+    changed): predicted / measured - 1 as accuracy.py predicts the row (`evaluate`: accuracy.evaluate_row)."""
     from closed_loop_check import kv_bandwidth_fraction  # benchmarks/ module; imports the online-rate rows
 
     rows = [r for r in read_rows() if is_current_vllm_check(r) and (ids is None or ids[0] <= r["id"] <= ids[1])]
@@ -346,10 +306,8 @@ def kv_sweep_report(evaluate: Callable[[dict[str, str]], Outcome | str], fractio
                     continue
                 labels.setdefault(r["id"], f"{r['id']} {r['metric']} {' '.join(o.note.split()[:3])}, "
                                            f"{r['input_len']} + {r['output_len']}")
-                drain = drain_output_tokens_per_s(r)
-                cells[r["id"]].append(f"{o.error:+.0%}" + (f" (drain {drain / o.measured - 1:+.0%})"
-                                                            if drain is not None else ""))
-    head = "| row (steady state as accuracy.py; max-load throughput also as a drain) | " + " | ".join(
+                cells[r["id"]].append(f"{o.error:+.0%}")
+    head = "| row (predicted / measured - 1, as accuracy.py predicts it) | " + " | ".join(
         f"{f:g}" for f in fractions) + " |"
     return [head, "|---" * (len(fractions) + 1) + "|",
             *(f"| {labels[rid]} | " + " | ".join(v) + " |" for rid, v in cells.items())]

@@ -98,25 +98,6 @@ def is_expert_parallel_check(row: dict[str, str]) -> bool:
         re.search(r"\benable_expert_parallel=true\b", row["notes"]))
 
 
-@dataclass(frozen=True)
-class ServerSettings:
-    """A vLLM >= 0.6 row's server as its notes state it ('gpu_memory_utilization=X max_model_len=N',
-    'kv_cache_dtype=fp8'); vLLM's defaults where the notes are silent."""
-
-    gpu_memory_utilization: float
-    max_model_len: int | None
-    """None: not stated, estimate() takes the longest context that fits."""
-    kv_cache_dtype: str
-    """'auto' (the checkpoint dtype) unless the notes name one."""
-
-
-def server_settings(notes: str) -> ServerSettings:
-    server = dict(re.findall(r"\b(gpu_memory_utilization|max_model_len)=(\d+(?:\.\d+)?)", notes))
-    kv = re.search(r"\bkv_cache_dtype=(fp8|bf16|fp16|auto)\b", notes)
-    return ServerSettings(float(server.get("gpu_memory_utilization", 0.9)),
-                          int(server["max_model_len"]) if "max_model_len" in server else None, kv[1] if kv else "auto")
-
-
 def arch(name: str) -> ModelArchitecture:
     if name in _REGISTRY_MODELS:
         return load_model_registry()[name]

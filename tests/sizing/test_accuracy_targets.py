@@ -173,17 +173,3 @@ def test_the_kv_sweep_at_the_profile_fraction_is_accuracy_py_own_prediction() ->
     assert checked == 31  # EX0055-EX0086 but EX0056, which does not fit
     assert load_constants().engines["vllm"].kv_bandwidth_fraction == own
 
-
-def test_a_drain_replays_only_max_load_throughput_rows_and_never_outruns_steady_state_at_the_same_cap() -> None:
-    """On an A100 vLLM's own scheduler cap (256 sequences) is infragen's, so the one-shot drain of a ShareGPT row
-    (ramp and tail included) cannot beat the steady state at the full batch; closed-loop rows have no drain."""
-    from benchmarks.accuracy_checks import drain_output_tokens_per_s
-
-    rows = {r["id"]: r for r in accuracy.read_rows()}
-    a100_sharegpt = rows["EX0070"]  # Qwen3-14B, 1 x A100, 1000 ShareGPT prompts at once
-    steady = accuracy.evaluate_row(a100_sharegpt)
-    assert not isinstance(steady, str) and steady.predicted is not None
-    drain = drain_output_tokens_per_s(a100_sharegpt)
-    assert drain is not None and 0 < drain < steady.predicted
-    assert drain_output_tokens_per_s(rows["EX0086"]) is None  # closed loop of 8
-    assert drain_output_tokens_per_s(rows["EX0084"]) is None  # a TPOT row
