@@ -157,13 +157,14 @@ def report(rows: list[BenchRow]) -> list[str]:
     if not rows:
         return ["\nllama.cpp on this machine: no llama-bench records in benchmarks/data/llama_bench/"]
     lines = ["\nllama.cpp check on the probed machines (benchmarks/data/llama_bench/, `estimate --hardware` with each "
-             "run's probe (2026-12-03: machine.yaml, AVX2; 2026-12-04/05: machine-2026-12-0[45]*.yaml, AVX-512) vs "
+             "run's probe (2026-12-03: machine.yaml, Zen 3, AVX2; 2026-12-04/04b/05: machine-2026-12-04*.yaml and "
+             "machine-2026-12-05.yaml, Zen 4, AVX-512; 2026-12-05z5: machine-2026-12-05z5.yaml, Zen 5, AVX-512) vs "
              "llama-bench -o json; load = 1-minute load average before/after the type's runs on the shared machine):"]
     for r in rows:
         role = "fitted" if fed(r) else "independent"
         load = "/".join(f"{x:.1f}" for x in r.load) or "?"
-        lines.append(f"  {r.date[:10]:<10} {r.shape:<11} {r.precision:<5} {r.test:<6} {role:<11} load {load:<8} "
-                     f"measured best {r.measured_tokens_per_s:7.1f} (mean {r.mean_tokens_per_s:6.1f} +- "
+        lines.append(f"  {r.date[:10]:<10} {r.run or '-':<12} {r.shape:<11} {r.precision:<5} {r.test:<6} {role:<11} "
+                     f"load {load:<8} measured best {r.measured_tokens_per_s:7.1f} (mean {r.mean_tokens_per_s:6.1f} +- "
                      f"{r.stddev_tokens_per_s:4.1f}) t/s  predicted {r.predicted_tokens_per_s:7.1f} ({r.error:+.0%})"
                      f"  file {r.file_bytes / 1e9:.3f} GB, model {r.predicted_file_bytes / 1e9:.3f} GB"
                      + (f"  {r.bound}-bound, streams {r.streamed_fraction:.3f} of the probe" if r.bound else ""))
