@@ -82,3 +82,16 @@ def qwen3_235b_fp8_p4de_spec(**kw: object) -> WorkloadSpec:
         "instance_families": {"allow": ["p4de"]}}
     data.update(kw)
     return WorkloadSpec.model_validate(data)
+
+
+def llama_bench_rate(model: ModelArchitecture, hw: Hardware, precision: str, test: str) -> float:
+    """What `estimate --hardware` says a llama-bench test (`tgN` / `ppN`) of one request runs at, tokens/s:
+    tg = 1 / TPOT of a 1-token prompt, pp = the prompt's tokens / TTFT."""
+    from infragen.sizing.estimate import estimate
+
+    n = int(test[2:])
+    if test.startswith("tg"):
+        est = estimate(model, hw, precision=precision, engine="llama.cpp", input_len=1, output_len=n, concurrency=1)
+        return 1e3 / est.tpot_ms
+    est = estimate(model, hw, precision=precision, engine="llama.cpp", input_len=n, output_len=1, concurrency=1)
+    return n / (est.ttft_ms / 1e3)

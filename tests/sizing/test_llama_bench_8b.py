@@ -14,8 +14,8 @@ from benchmarks.llama_bench_cpu import SHAPES
 from infragen.catalog import load_catalog
 from infragen.catalog.hf_config import load_hf_config
 from infragen.sizing import constants as constants_mod
-from infragen.sizing.estimate import estimate
 from infragen.sizing.hardware import load_hardware_file
+from tests.sizing.conftest import llama_bench_rate
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "llama_bench"
 RUN = "2026-12-05"
@@ -67,15 +67,8 @@ def test_the_check_predicts_what_estimate_predicts(rows) -> None:
     hw = load_hardware_file(BENCH / f"machine-{RUN}.yaml", load_catalog())
     assert rows
     for r in rows:
-        n = int(r.test[2:])
-        if r.test.startswith("tg"):
-            est = estimate(model, hw, precision=r.precision, engine="llama.cpp", input_len=1, output_len=n,
-                           concurrency=1)
-            assert r.predicted_tokens_per_s == pytest.approx(1e3 / est.tpot_ms, rel=1e-12)
-        else:
-            est = estimate(model, hw, precision=r.precision, engine="llama.cpp", input_len=n, output_len=1,
-                           concurrency=1)
-            assert r.predicted_tokens_per_s == pytest.approx(n / (est.ttft_ms / 1e3), rel=1e-12)
+        expected = llama_bench_rate(model, hw, r.precision, r.test)
+        assert r.predicted_tokens_per_s == pytest.approx(expected, rel=1e-12)
 
 
 def _with_fraction(fraction: float):
