@@ -276,8 +276,10 @@ def burst_drain_tokens_per_s(row: dict[str, str], burst: Burst, model: ModelArch
     seqs = None if v1 else V0_MAX_NUM_SEQS
     budget = None if v1 else max(mml or model.max_position_embeddings, V0_MIN_BATCHED_TOKENS)
     budget = burst.max_num_batched_tokens or budget
-    key = (row["id"], row["notes"], est.kv_cache_capacity_tokens)
-    if key not in _DRAINS:  # the schedule does not depend on the factors: replay once, rescale (calibrate_check)
+    # the schedule does not depend on the factors: replay once, rescale (calibrate_check); the engine's constants
+    # are in the key because --kv-sweep changes them in-process
+    key = (row["id"], row["notes"], est.kv_cache_capacity_tokens, constants_mod.load_constants().engines["vllm"])
+    if key not in _DRAINS:
         ins, outs = burst_lengths(burst, int(row["input_len"]), int(row["output_len"]))
         _DRAINS[key] = burst_drain(model, hw, precision=prec, tp=int(row["tp"] or 1), pp=int(row["pp"] or 1),
                                    input_lens=ins, output_lens=outs, kv_cache_dtype=est.kv_cache_dtype,
@@ -287,7 +289,7 @@ def burst_drain_tokens_per_s(row: dict[str, str], burst: Burst, model: ModelArch
     return replay.result.output_tokens_per_s_at(*factors), replay.limits
 
 
-_DRAINS: dict[tuple[str, str, int], BurstReplay] = {}
+_DRAINS: dict[tuple[str, str, int, object], BurstReplay] = {}
 
 
 def current_vllm_report(outcomes: list[Outcome]) -> list[str]:

@@ -173,3 +173,15 @@ def test_the_kv_sweep_at_the_profile_fraction_is_accuracy_py_own_prediction() ->
     assert checked == 31  # EX0055-EX0086 but EX0056, which does not fit
     assert load_constants().engines["vllm"].kv_bandwidth_fraction == own
 
+
+
+def test_the_kv_sweep_replays_burst_rows_at_each_fraction() -> None:
+    """A burst row's drain is cached across calibrate_check's factors, not across the sweep's constants: a faster KV
+    read changes its prediction."""
+    from benchmarks.accuracy_checks import kv_sweep_report
+
+    own = load_constants().engines["vllm"].kv_bandwidth_fraction
+    [line] = kv_sweep_report(accuracy.evaluate_row, [own, 0.9], ("EX0025", "EX0025"))[2:]
+    assert "burst" in line
+    low, high = (c.strip() for c in line.split("|")[2:4])
+    assert low != high, line
