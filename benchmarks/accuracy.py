@@ -524,10 +524,7 @@ RELEASE_GAIN_70B = 1.8
 def release_gain(model_name: str, tp: int) -> float:
     """Predicted throughput of the current `vllm` profile over `vllm-0.5` on 500 ShareGPT prompts, H100 bf16."""
     model, acc = arch(model_name), _accelerator("h100-sxm", "")
-    n = 500
-    outs = [max(1, min(2048 - SHAREGPT_INPUT_TOKENS,
-                       round(-SHAREGPT_OUTPUT_MEAN_TOKENS * math.log(1 - (i + 0.5) / n)))) for i in range(n)]
-    ins = [SHAREGPT_INPUT_TOKENS] * n
+    ins, outs = _sharegpt_lengths(500)
     mem = vllm_memory(model, 80.0, "bf16", "bf16", tp, 1, 0.9)
     rates = []
     for engine in ("vllm", "vllm-0.5"):

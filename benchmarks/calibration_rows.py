@@ -247,16 +247,20 @@ def burst_lengths(burst: Burst, input_len: int, output_len: int) -> tuple[list[i
     n = burst.requests
     if burst.dataset == "random":
         return [input_len] * n, [output_len] * n
-    cap = max(SHAREGPT_MIN_OUTPUT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS - input_len)
-    outs = [max(SHAREGPT_MIN_OUTPUT_TOKENS, min(cap, round(-output_len * math.log(1 - (i + 0.5) / n))))
-            for i in range(n)]
+    outs = exponential_lengths(n, output_len, SHAREGPT_MIN_OUTPUT_TOKENS,
+                               max(SHAREGPT_MIN_OUTPUT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS - input_len))
     random.Random(0).shuffle(outs)
     return [input_len] * n, outs
 
 
-def _sharegpt_lengths() -> tuple[list[int], list[int]]:
-    """Deterministic 320-request sample: exponential output lengths (mean 200), capped so in+out <= 2048."""
-    n = SHAREGPT_REQUESTS
-    outs = [max(1, min(2048 - SHAREGPT_INPUT_TOKENS,
-                       round(-SHAREGPT_OUTPUT_MEAN_TOKENS * math.log(1 - (i + 0.5) / n)))) for i in range(n)]
+def exponential_lengths(n: int, mean: float, lo: int, hi: int) -> list[int]:
+    """The n mid-quantiles of an exponential distribution of `mean` tokens, rounded and held to [lo, hi], shortest
+    first: a deterministic stand-in for a long-tailed set of reply lengths."""
+    return [max(lo, min(hi, round(-mean * math.log(1 - (i + 0.5) / n)))) for i in range(n)]
+
+
+def _sharegpt_lengths(n: int = SHAREGPT_REQUESTS) -> tuple[list[int], list[int]]:
+    """Deterministic n-request sample (Lambda's 320): exponential output lengths (mean 200), capped so in+out <=
+    2048."""
+    outs = exponential_lengths(n, SHAREGPT_OUTPUT_MEAN_TOKENS, 1, 2048 - SHAREGPT_INPUT_TOKENS)
     return [SHAREGPT_INPUT_TOKENS] * n, outs
