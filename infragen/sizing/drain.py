@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from infragen.architecture import ModelArchitecture
 from infragen.errors import InputError
-from infragen.sizing.estimate import estimate
+from infragen.sizing.estimate import estimate, vllm_step_setup
 from infragen.sizing.load_estimate import vllm_default_scheduler
-from infragen.sizing.memory import vllm_memory, vllm_profile_tokens
-from infragen.sizing.performance import DrainResult, gpu_figures, gpu_setup, simulate_drain
+from infragen.sizing.performance import DrainResult, simulate_drain
 from infragen.sizing.types import Hardware
 
 
@@ -57,9 +56,7 @@ def burst_drain(model: ModelArchitecture, hardware: Hardware, *, precision: str,
         raise InputError(f"the model says this setup does not fit ({est.reason})")
     seqs, budget, _ = vllm_default_scheduler(hardware.accelerator, hardware.memory_per_gpu_gib)
     seqs, budget = max_num_seqs or seqs, max_num_batched_tokens or budget
-    mem = vllm_memory(model, hardware.memory_per_gpu_gib, precision, est.kv_cache_dtype, tp, pp,
-                      gpu_memory_utilization, profile_tokens=vllm_profile_tokens(model, max_model_len))
-    setup = gpu_setup(model, gpu_figures(hardware.accelerator), precision, mem.kv_bytes_per_token_gpu, "vllm", tp,
-                      pp, 1, expert_parallel=est.expert_parallel)
+    setup = vllm_step_setup(model, hardware, precision, est.kv_cache_dtype, tp, pp, 1, gpu_memory_utilization,
+                            max_model_len, expert_parallel=est.expert_parallel)
     result = simulate_drain(setup, input_lens, output_lens, seqs, est.kv_cache_capacity_tokens, budget)
     return BurstReplay(result, seqs, budget, est.kv_cache_capacity_tokens)

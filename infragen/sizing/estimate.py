@@ -29,6 +29,7 @@ from infragen.sizing.memory import (
 )
 from infragen.sizing.performance import (
     MANY_EXPERT_MOE_REGIME,
+    GpuSetup,
     first_token_s,
     gpu_figures,
     gpu_setup,
@@ -337,15 +338,12 @@ def estimate(
         conc = max_conc
     acc = hardware.accelerator
     assert acc is not None
-    m = vllm_memory(model, hardware.memory_per_gpu_gib, precision, mem.kv_cache_dtype, tp, pp, gpu_memory_utilization,
-                    profile_tokens=vllm_profile_tokens(model, max_model_len))
-    figures = gpu_figures(acc)
-    setup = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "vllm", tp, pp, nodes,
-                      expert_parallel=expert_parallel)
+    setup = vllm_step_setup(model, hardware, precision, mem.kv_cache_dtype, tp, pp, nodes, gpu_memory_utilization,
+                            max_model_len, expert_parallel=expert_parallel)
     speed = steady_state(setup, input_len, output_len, conc, cached)
     tpot_s, ttft_s = speed.tpot_s, speed.ttft_s
-    ceiling = gpu_setup(model, figures, precision, m.kv_bytes_per_token_gpu, "tensorrt-llm", tp, pp, nodes,
-                        expert_parallel=expert_parallel)
+    ceiling = vllm_step_setup(model, hardware, precision, mem.kv_cache_dtype, tp, pp, nodes, gpu_memory_utilization,
+                              max_model_len, engine="tensorrt-llm", expert_parallel=expert_parallel)
     # The ceiling is TensorRT-LLM's saturation throughput for these lengths on this hardware (what its
     # published measurements are): all requests queued, batch up to 2048 or what the KV cache holds.
     trt_batch = max(1, min(TRTLLM_MAX_BATCH, mem.kv_cache_capacity_tokens // seq_len))
@@ -379,6 +377,20 @@ def estimate(
         relative_uncertainty=relative_band(regime), regime=regime, notes=tuple(notes),
         expert_parallel=expert_parallel,
     )
+
+
+def vllm_step_setup(model: ModelArchitecture, hardware: Hardware, precision: str, kv_cache_dtype: str, tp: int,
+                    pp: int, nodes: int, gpu_memory_utilization: float, max_model_len: int | None, *,
+                    engine: str = "vllm", expert_parallel: bool = False) -> GpuSetup:
+    """The step model's view of one vLLM replica on `hardware`'s GPUs (KV bytes per token as vLLM's memory split
+    gives them): what estimate(), the load model and the burst replay all step. `engine`: whose constants price the
+    kernels (tensorrt-llm for estimate()'s ceiling)."""
+    acc = hardware.accelerator
+    assert acc is not None  # vLLM runs on GPUs; callers refuse a machine without them first
+    m = vllm_memory(model, hardware.memory_per_gpu_gib, precision, kv_cache_dtype, tp, pp, gpu_memory_utilization,
+                    profile_tokens=vllm_profile_tokens(model, max_model_len))
+    return gpu_setup(model, gpu_figures(acc), precision, m.kv_bytes_per_token_gpu, engine, tp, pp, nodes,
+                     expert_parallel=expert_parallel)
 
 
 def expert_parallel_problem(model: ModelArchitecture, engine: str, tp: int) -> str | None:

@@ -21,14 +21,13 @@ from infragen.sizing.estimate import (
     cached_prompt_tokens,
     estimate,
     llama_cpp_cpu_setup,
+    vllm_step_setup,
 )
 from infragen.sizing.load import LoadPoint, Scheduler, StepFn, capacity_per_s, serve_at_rate
-from infragen.sizing.memory import max_sequences, param_groups, vllm_memory, vllm_profile_tokens
+from infragen.sizing.memory import max_sequences, param_groups, vllm_profile_tokens
 from infragen.sizing.performance import (
     MANY_EXPERT_MOE_REGIME,
     first_token_s,
-    gpu_figures,
-    gpu_setup,
     steady_state,
     token_step_s,
 )
@@ -142,9 +141,8 @@ def prepare_load(
     if seqs < 1 or budget < 1:
         raise InputError(f"max_num_seqs and max_num_batched_tokens must be >= 1 (got {seqs}, {budget})")
     slots = min(seqs, kv_slots)
-    m = vllm_memory(model, hardware.memory_per_gpu_gib, precision, base.kv_cache_dtype, tp, pp,
-                    gpu_memory_utilization, profile_tokens=vllm_profile_tokens(model, max_model_len))
-    setup = gpu_setup(model, gpu_figures(acc), precision, m.kv_bytes_per_token_gpu, "vllm", tp, pp, nodes)
+    setup = vllm_step_setup(model, hardware, precision, base.kv_cache_dtype, tp, pp, nodes, gpu_memory_utilization,
+                            max_model_len)
     notes = list(base.notes)
     if slots < seqs:
         notes.append(f"the KV cache holds {slots} requests of {input_len} + {output_len} tokens "
