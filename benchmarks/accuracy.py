@@ -256,8 +256,10 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     if burst is not None:
         steady = pred
         pred, limits = burst_drain_tokens_per_s(row, burst, model, acc, hw, prec, est, mml, util, ep, factors)
-        note = (f"{acc.id} burst of {burst.requests} {burst.dataset} requests drained ({limits}; "
-                f"{est.regime}); steady state at batch {est.concurrency} {steady:.2f} ({steady / measured - 1:+.0%})")
+        run = (f"closed loop of {burst.requests} {burst.dataset} requests replayed" if burst.clients else
+               f"burst of {burst.requests} {burst.dataset} requests drained")
+        note = (f"{acc.id} {run} ({limits}; {est.regime}); steady state at batch {est.concurrency} {steady:.2f} "
+                f"({steady / measured - 1:+.0%})")
     if cached:
         cold = figure(run(0.0))
         note += f"; without the prefix-cache credit {cold:.2f} ({cold / measured - 1:+.0%})"
@@ -284,7 +286,7 @@ def burst_drain_tokens_per_s(row: dict[str, str], burst: Burst, model: ModelArch
         _DRAINS[key] = burst_drain(model, hw, precision=prec, tp=int(row["tp"] or 1), pp=int(row["pp"] or 1),
                                    input_lens=ins, output_lens=outs, kv_cache_dtype=est.kv_cache_dtype,
                                    max_model_len=mml, gpu_memory_utilization=util, expert_parallel=ep,
-                                   max_num_seqs=seqs, max_num_batched_tokens=budget)
+                                   max_num_seqs=seqs, max_num_batched_tokens=budget, clients=burst.clients)
     replay = _DRAINS[key]
     return replay.result.output_tokens_per_s_at(*factors), replay.limits
 

@@ -214,6 +214,8 @@ class Burst:
     """'sharegpt' (long-tailed output lengths) or 'random' (vllm bench's random dataset: fixed lengths)."""
     max_num_batched_tokens: int | None
     """The server's --max-num-batched-tokens when the row's command line set it."""
+    clients: int | None = None
+    """A closed loop's --max-concurrency (that many requests in flight, each sent when one ends); None: a burst."""
 
 
 _BURST_REQUESTS = re.compile(r"request rate inf, (\d+)(?: of \d+)? prompts")
@@ -222,19 +224,28 @@ _README_BURST = re.compile(r"'inf \| (\d+) \|")
 
 
 def burst_of(row: dict[str, str]) -> Burst | None:
-    """The burst a max-load row ran, or None (a closed loop, an online run, or a burst whose dataset is unknown)."""
-    if not row["concurrency"].strip().lower().startswith("max-load"):
-        return None
+    """The burst a max-load row ran, the closed loop a `vllm bench serve --max-concurrency C` row ran (C its
+    concurrency; the requests its result block counts), or None (an online run, another harness's loop, or a run
+    whose dataset is unknown)."""
     notes = row["notes"]
-    m = _BURST_REQUESTS.search(row["concurrency"]) or _README_BURST.search(notes)
-    if m is None:
-        return None
     dataset = re.search(r"--dataset-name (sharegpt|random)\b", notes)
     kind = dataset[1] if dataset else "sharegpt" if "[check: ShareGPT means]" in notes else None
+    budget = re.search(r"--max-num-batched-tokens (\d+)", notes)
+    tokens = int(budget[1]) if budget else None
     if kind is None:
         return None
-    budget = re.search(r"--max-num-batched-tokens (\d+)", notes)
-    return Burst(int(m[1]), kind, int(budget[1]) if budget else None)
+    conc = row["concurrency"].strip()
+    if conc.isdigit():
+        # the result block vllm bench serve prints
+        done = re.search(r"'Successful requests: (\d+)'", notes)
+        cap = re.search(r"'Maximum request concurrency: (\d+)'", notes)
+        if done is None or cap is None or int(cap[1]) != int(conc):
+            return None
+        return Burst(int(done[1]), kind, tokens, clients=int(conc))
+    if not conc.lower().startswith("max-load"):
+        return None
+    m = _BURST_REQUESTS.search(conc) or _README_BURST.search(notes)
+    return Burst(int(m[1]), kind, tokens) if m else None
 
 
 def burst_lengths(burst: Burst, input_len: int, output_len: int) -> tuple[list[int], list[int]]:

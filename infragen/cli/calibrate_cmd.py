@@ -106,8 +106,9 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     """TPOT and output throughput (decode) and TTFT (prefill) of one `vllm bench serve` result.
 
     Lengths are the run's means. A run at a finite request rate is an online run: the load model `estimate --rate`
-    uses at the rate one engine served (_online_result). Otherwise the running batch is max_concurrency when set,
-    else Little's law (request throughput x mean end-to-end latency; without mean_e2el_ms, which older runs leave
+    uses at the rate one engine served (_online_result). Otherwise the running batch is max_concurrency when set
+    (a closed loop; sent unpaced with `--save-detailed` lengths its throughput is the replayed loop's, tail and
+    all), else Little's law (request throughput x mean end-to-end latency; without mean_e2el_ms, which older runs leave
     out, the mean TTFT plus (output - 1) x mean TPOT). `engines`: how many engines shared the run's requests
     (a load balancer in front): each served 1/engines of the rate, the concurrency and the throughput.
     """
@@ -121,8 +122,15 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     rate = _online_rate(doc)
     if rate is not None:
         return _online_result(doc, where, model, hardware, precision, tp, rate / engines, input_len, output_len)
+    loop: tuple[list[int], list[int]] | None = None
     if isinstance(doc.get("max_concurrency"), int) and doc["max_concurrency"] > 0:
         conc = max(1, math.ceil(int(doc["max_concurrency"]) / engines))
+        loop = _request_lengths(doc, where) if _unpaced(doc) else None
+        if loop is None and _unpaced(doc):
+            click.echo(f"note: {where} is a closed loop of {doc['max_concurrency']} clients and holds no per-request "
+                       "lengths: its throughput is calibrated as a steady state at that batch, which over-states the "
+                       "speed the run's tail (fewer requests left than clients) shows; `vllm bench serve "
+                       "--save-detailed` keeps the lengths, and calibrate then replays the loop", err=True)
     else:
         lengths = _request_lengths(doc, where)
         if lengths is not None:
@@ -145,8 +153,12 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     if not est.fits:
         raise InputError(f"{where}: the model says this setup does not fit ({est.reason}); check --model, "
                          "--precision, --tp and the hardware")
-    out = [Observation(f"{where}", "output_throughput", "decode", _number(doc, "output_throughput", where) / engines,
-                       est.output_tokens_per_s, model=lambda d, p: at(d, p).output_tokens_per_s)]
+    if loop is not None:  # TPOT and TTFT stay the steady state's at the loop's batch: the tail is a few requests'
+        out = _burst_result(doc, where, model, hardware, precision, tp, engines, *loop, clients=conc)
+    else:
+        out = [Observation(f"{where}", "output_throughput", "decode",
+                           _number(doc, "output_throughput", where) / engines, est.output_tokens_per_s,
+                           model=lambda d, p: at(d, p).output_tokens_per_s)]
     if doc.get("median_tpot_ms"):
         out.append(Observation(where, "median_tpot_ms", "decode", 1e3 / _number(doc, "median_tpot_ms", where),
                                1e3 / est.tpot_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).tpot_ms))
@@ -173,19 +185,29 @@ def _request_lengths(doc: dict[str, Any], where: str) -> tuple[list[int], list[i
     return [max(1, i) for i, _ in done], [o for _, o in done]
 
 
+def _unpaced(doc: dict[str, Any]) -> bool:
+    """No finite --request-rate: requests are sent as soon as the run (or a free client) allows."""
+    rate = doc.get("request_rate")
+    return rate is None or rate == "inf" or (isinstance(rate, float) and math.isinf(rate))
+
+
 def _burst_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hardware: Hardware, precision: str,
-                  tp: int, engines: int, ins: list[int], outs: list[int]) -> list[Observation]:
-    """A burst (every request at once) with its per-request lengths: its output throughput against the replay of
-    the same requests drained (sizing/drain.py). With `engines` behind a balancer each drained every engines-th
-    request. Its TTFT and TPOT hold the burst's own queueing, so only the throughput is fitted."""
+                  tp: int, engines: int, ins: list[int], outs: list[int],
+                  clients: int | None = None) -> list[Observation]:
+    """A burst (every request at once), or with `clients` a closed loop of that many, with its per-request lengths:
+    its output throughput against the replay of the same requests (sizing/drain.py). With `engines` behind a
+    balancer each served every engines-th request. A burst's TTFT and TPOT hold its own queueing, so only the
+    throughput is fitted."""
     from infragen.sizing.drain import burst_drain
 
     mine_in, mine_out = ins[::engines], outs[::engines]
     try:
-        replay = burst_drain(model, hardware, precision=precision, tp=tp, input_lens=mine_in, output_lens=mine_out)
+        replay = burst_drain(model, hardware, precision=precision, tp=tp, input_lens=mine_in, output_lens=mine_out,
+                             clients=clients)
     except InputError as exc:
         raise InputError(f"{where}: {exc.message}; check --model, --precision, --tp and the hardware") from None
-    source = f"{where} burst of {len(mine_in)} requests replayed ({replay.limits})"
+    run = f"closed loop of {len(mine_in)} requests" if clients else f"burst of {len(mine_in)} requests"
+    source = f"{where} {run} replayed ({replay.limits})"
     return [Observation(source, "output_throughput", "decode", _number(doc, "output_throughput", where) / engines,
                         replay.result.output_tokens_per_s, model=replay.result.output_tokens_per_s_at)]
 

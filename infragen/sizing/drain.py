@@ -1,8 +1,10 @@
-"""A burst benchmark replayed: every request queued at once (`vllm bench serve` without --request-rate) and the
-batch drained, as performance.simulate_drain steps it under the server's scheduler limits.
+"""A finite benchmark replayed: every request queued at once (`vllm bench serve` without --request-rate) and the
+batch drained, or a closed loop of --max-concurrency clients, as performance.simulate_drain steps it under the
+server's scheduler limits.
 
-A burst of long-tailed requests spends most of its steps far below the full batch, so its throughput is not the
-steady state's; `infragen calibrate` and benchmarks/accuracy.py compare burst results with this replay.
+A burst of long-tailed requests spends most of its steps far below the full batch, and a closed loop of a few
+hundred requests ends in such a tail too, so neither run's throughput is the steady state's; `infragen calibrate`
+and benchmarks/accuracy.py compare those results with this replay.
 """
 
 from __future__ import annotations
@@ -26,18 +28,22 @@ class BurstReplay:
     max_num_seqs: int
     max_num_batched_tokens: int
     kv_cache_capacity_tokens: int
+    clients: int | None = None
+    """The closed loop's in-flight requests; None for a burst."""
 
     @property
     def limits(self) -> str:
-        return f"max_num_seqs {self.max_num_seqs}, {self.max_num_batched_tokens} tokens a step"
+        loop = f"{self.clients} client{'s' if self.clients > 1 else ''}, " if self.clients else ""
+        return f"{loop}max_num_seqs {self.max_num_seqs}, {self.max_num_batched_tokens} tokens a step"
 
 
 def burst_drain(model: ModelArchitecture, hardware: Hardware, *, precision: str, tp: int,
                 input_lens: Sequence[int], output_lens: Sequence[int], pp: int = 1, kv_cache_dtype: str = "auto",
                 max_model_len: int | None = None, gpu_memory_utilization: float = 0.9,
                 expert_parallel: bool = False, max_num_seqs: int | None = None,
-                max_num_batched_tokens: int | None = None) -> BurstReplay:
-    """vLLM serving `input_lens` / `output_lens` (in the order sent) all queued at once on one engine of `hardware`.
+                max_num_batched_tokens: int | None = None, clients: int | None = None) -> BurstReplay:
+    """vLLM serving `input_lens` / `output_lens` (in the order sent) all queued at once on one engine of `hardware`,
+    or with `clients` a closed loop of that many requests in flight (`vllm bench serve --max-concurrency`).
 
     The scheduler limits default to what `vllm serve` of the pinned release picks on the GPU
     (load_estimate.vllm_default_scheduler); the KV capacity is the one estimate() sizes. InputError when the setup
@@ -45,6 +51,8 @@ def burst_drain(model: ModelArchitecture, hardware: Hardware, *, precision: str,
     if not input_lens or len(input_lens) != len(output_lens):
         raise InputError(f"a burst needs one input and one output length per request (got {len(input_lens)} and "
                          f"{len(output_lens)})")
+    if clients is not None and clients < 1:
+        raise InputError(f"a closed loop needs at least one client (got {clients})")
     if hardware.accelerator is None:
         raise InputError(f"{hardware.name}: a vLLM burst needs a machine with GPUs")
     mean_in = max(1, round(sum(input_lens) / len(input_lens)))
@@ -58,5 +66,5 @@ def burst_drain(model: ModelArchitecture, hardware: Hardware, *, precision: str,
     seqs, budget = max_num_seqs or seqs, max_num_batched_tokens or budget
     setup = vllm_step_setup(model, hardware, precision, est.kv_cache_dtype, tp, pp, 1, gpu_memory_utilization,
                             max_model_len, expert_parallel=est.expert_parallel)
-    result = simulate_drain(setup, input_lens, output_lens, seqs, est.kv_cache_capacity_tokens, budget)
-    return BurstReplay(result, seqs, budget, est.kv_cache_capacity_tokens)
+    result = simulate_drain(setup, input_lens, output_lens, seqs, est.kv_cache_capacity_tokens, budget, clients)
+    return BurstReplay(result, seqs, budget, est.kv_cache_capacity_tokens, clients)

@@ -661,28 +661,39 @@ def simulate_drain(
     max_num_seqs: int,
     kv_capacity_tokens: int,
     max_batched_tokens: int = 8192,
+    clients: int | None = None,
 ) -> DrainResult:
     """Step through continuous batching of requests all queued at t=0 (what `benchmark_serving --request-rate inf`
     and `trtllm-bench` measure): admit while slots and KV allow, prefill in chunks, decode until done.
+
+    `clients`: a closed loop instead (`vllm bench serve --max-concurrency`): that many requests are in flight, each
+    sent when one finishes, and reaching the scheduler after the serving path (first_token_s: HTTP, tokenisation).
+    The run's tail, when fewer requests are left than clients, runs below the full batch, as the burst's does.
     """
     queue = list(zip(input_lens, output_lens, strict=True))
     queue.reverse()
+    # when each request sent and not yet admitted reaches the scheduler, in the order sent
+    path = first_token_s(s) if clients else 0.0
+    visible = [path] * min(clients or len(queue), len(queue))
     running: list[list[int]] = []  # [context_tokens, remaining_output]
     t = 0.0
     prompt_s = 0.0
     itl_weighted = 0.0
     tokens_out = 0
     while queue or running:
+        if not running and visible and visible[0] > t:
+            t = visible[0]  # idle until the next request arrives
         used = sum(r[0] + r[1] for r in running)
         prefill_tokens = 0
         prefill_ctx = 0.0
-        while queue and len(running) < max_num_seqs:
+        while queue and len(running) < max_num_seqs and visible and visible[0] <= t:
             inp, out = queue[-1]
             if used + inp + out > kv_capacity_tokens and running:
                 break
             if prefill_tokens + inp > max_batched_tokens and prefill_tokens:
                 break
             queue.pop()
+            visible.pop(0)
             running.append([inp, out])
             used += inp + out
             prefill_tokens += inp
@@ -699,7 +710,11 @@ def simulate_drain(
         for r in decoding:
             r[0] += 1
             r[1] -= 1
+        finished = len(running)
         running = [r for r in running if r[1] > 0]
+        if clients:  # each finished request's client sends the next one
+            finished -= len(running)
+            visible += [t + path] * min(finished, len(queue) - len(visible))
     return DrainResult(
         duration_s=t,
         output_tokens=tokens_out,

@@ -342,3 +342,40 @@ def test_malformed_request_lengths_exit_2(tmp_path: Path, capsys: pytest.Capture
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "burst.json" in err and "input_lens" in err and "Traceback" not in err
+
+
+def test_a_detailed_closed_loop_is_replayed_with_its_tail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from infragen.catalog import load_catalog
+    from infragen.catalog.models import load_model_registry
+    from infragen.sizing.drain import burst_drain
+
+    model = load_model_registry()["llama-3.1-8b"]
+    hw = hardware_from_gpu(load_catalog().accelerator("h100-sxm"), 1)
+    replay = burst_drain(model, hw, precision="bf16", tp=1, input_lens=BURST_INS, output_lens=BURST_OUTS, clients=16)
+    mean_in, mean_out = round(sum(BURST_INS) / 300), round(sum(BURST_OUTS) / 300)
+    steady = estimate(model, hw, precision="bf16", input_len=mean_in, output_len=mean_out, concurrency=16)
+    assert replay.result.output_tokens_per_s < 0.95 * steady.output_tokens_per_s  # the loop's tail
+    measured = 0.9 * replay.result.output_tokens_per_s
+    doc = _burst_doc(BURST_INS, BURST_OUTS, measured) | {"max_concurrency": 16, "median_tpot_ms": steady.tpot_ms,
+                                                                  "median_ttft_ms": steady.ttft_ms}
+    f = tmp_path / "loop.json"
+    f.write_text(json.dumps(doc))
+    profile = yaml.safe_load(_calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16",
+                                        "--gpu", "h100-sxm", "--gpus", "1").read_text())
+    rows = {r["metric"]: r for r in profile["residuals"]}
+    assert "closed loop of 300 requests replayed (16 clients" in rows["output_throughput"]["source"]
+    assert rows["output_throughput"]["before"] == pytest.approx(replay.result.output_tokens_per_s)
+    assert rows["median_tpot_ms"]["before"] == pytest.approx(steady.tpot_ms)  # TPOT: the steady state at 16
+    assert "no per-request lengths" not in capsys.readouterr().err  # no note: the lengths were there
+
+
+def test_a_closed_loop_without_lengths_is_a_steady_state_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "loop.json"
+    f.write_text(json.dumps(_burst_doc(BURST_INS, BURST_OUTS, 3000.0, detailed=False) | {"max_concurrency": 16}))
+    profile = yaml.safe_load(_calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16",
+                                        "--gpu", "h100-sxm", "--gpus", "1").read_text())
+    [row] = [r for r in profile["residuals"] if r["metric"] == "output_throughput"]
+    assert row["source"].endswith("loop.json")
+    err = capsys.readouterr().err
+    assert "closed loop of 16 clients" in err and "--save-detailed" in err
