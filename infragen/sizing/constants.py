@@ -256,6 +256,10 @@ class WeightKernelSet(_Frozen):
     """SIMD features (CpuModel.simd names) the CPU must have."""
     simd_none: list[str] = Field(default_factory=list)
     """SIMD features it must not have (they select other kernels)."""
+    microarchitectures: list[str] = Field(default_factory=list)
+    """Core designs the set is limited to: case-insensitive substrings of CpuModel.microarchitecture (the catalog's
+    names, or the probe's 'family F model M'); empty: any CPU with the SIMD features. The same instructions run at
+    different rates per cycle on different cores (Zen 5 executes 512-bit FMAs at full width, Zen 4 in two halves)."""
     types: dict[str, WeightKernel]
     fitted_on: str
     """Rows, source, and why these kernels run there."""

@@ -30,6 +30,8 @@ class CpuSetup:
     simd: tuple[str, ...] = ()
     clock_hz: float = 0.0
     """Sustained clock of each thread's core (per-cycle kernel rates)."""
+    microarchitecture: str = ""
+    """CpuModel.microarchitecture (which kernel set's per-cycle rates apply)."""
 
 
 def cpu_setup(
@@ -83,6 +85,7 @@ def cpu_setup(
         arch=str(cpu.arch),
         simd=tuple(cpu.simd),
         clock_hz=clock_ghz * GIGA,
+        microarchitecture=str(cpu.microarchitecture),
     )
 
 
@@ -101,16 +104,19 @@ def effective_bandwidth(s: CpuSetup) -> float:
 def weight_kernel(s: CpuSetup, weight_type: str | None) -> WeightKernel | None:
     """The pinned llama.cpp's kernel figures for `weight_type` on this CPU (performance.yaml cpu.weight_kernels).
 
-    The first kernel set whose arch and SIMD features match the CPU's applies: the kernels ggml-cpu picks depend on
-    them (repack.cpp repacks Q4_0 into q4_0_8x8 on any AVX2 CPU but Q8_0 only on ARM and RISC-V; AVX-512 builds
-    run 512-bit F16 GEMMs and VNNI int8 dot products; AMX CPUs hand Q4_0/Q8_0 to the AMX buffer type). None: no
-    set or no figures for the type (the bandwidth/FP32 terms alone), or `weight_type` None (other llama.cpp builds).
+    The first kernel set whose arch, SIMD features and (where it names them) core designs match the CPU's applies:
+    the kernels ggml-cpu picks depend on the features (repack.cpp repacks Q4_0 into q4_0_8x8 on any AVX2 CPU but
+    Q8_0 only on ARM and RISC-V; AVX-512 builds run 512-bit F16 GEMMs and VNNI int8 dot products; AMX CPUs hand
+    Q4_0/Q8_0 to the AMX buffer type), their rate per cycle on the core design. None: no set or no figures for the
+    type (the bandwidth/FP32 terms alone), or `weight_type` None (other llama.cpp builds).
     """
     if weight_type is None:
         return None
     have = set(s.simd)
+    design = s.microarchitecture.lower()
     for kernels in load_constants().cpu.weight_kernels:
-        if s.arch == kernels.arch and have.issuperset(kernels.simd_all) and not have.intersection(kernels.simd_none):
+        if s.arch == kernels.arch and have.issuperset(kernels.simd_all) and not have.intersection(kernels.simd_none) \
+                and (not kernels.microarchitectures or any(m.lower() in design for m in kernels.microarchitectures)):
             return kernels.types.get(weight_type)
     return None
 
