@@ -2,8 +2,8 @@
 batch drained, or a closed loop of --max-concurrency clients, as performance.simulate_drain steps it under the
 server's scheduler limits.
 
-A burst of long-tailed requests spends most of its steps far below the full batch, and a closed loop of a few
-hundred requests ends in such a tail too, so neither run's throughput is the steady state's; `infragen calibrate`
+A burst of long-tailed requests spends most of its steps far below the full batch, and a closed loop of a finite
+set of requests ends in such a tail too, so neither run's throughput is the steady state's; `infragen calibrate`
 and benchmarks/accuracy.py compare those results with this replay.
 """
 
