@@ -61,6 +61,7 @@ from accuracy_checks import (  # noqa: F401
     moe_kernel_report,
     regime_split_report,
     tp_ratio_report,
+    tp_series_report,
     update_doc,
 )
 from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<name>)
@@ -624,6 +625,8 @@ def report_all(rows: bool) -> None:
     for regime, (factor, n) in sorted(confidence_factors(outcomes).items()):
         print(f"  {regime:<46} x{factor:.3f}  ({n} rows)")
     for line in tp_ratio_report(outcomes):
+        print(line)
+    for line in tp_series_report(outcomes):
         print(line)
     for line in dense_gemm_report():
         print(line)

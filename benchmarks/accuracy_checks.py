@@ -1,5 +1,6 @@
-"""Checks printed by accuracy.py beside its table: tensor-parallel scaling on the Lambda rows, the independent rows by
-regime and tp with the issue's targets, and `--doc` (rewrites a markdown file's report blocks)."""
+"""Checks printed by accuracy.py beside its table: tensor-parallel scaling on the Lambda rows (vLLM 0.5.4, and the
+independent vLLM >= 0.6 series), the independent rows by regime and tp with the issue's targets, and `--doc`
+(rewrites a markdown file's report blocks)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,47 @@ def tp_ratio_report(outcomes: list[Outcome]) -> list[str]:
         inside = sum(abs(e) <= TP_RATIO_TARGET for e in es)
         lines.append(f"  {profile:<13} ratios within {TP_RATIO_TARGET:.0%}: {inside} of {len(es)}, median|err| "
                      f"{statistics.median(abs(e) for e in es):.1%}, bias {statistics.median(es):+.1%}")
+    return lines
+
+
+_TP_SERIES = re.compile(r"\[tp series: ([\w.-]+)\]")
+
+
+def tp_series_report(outcomes: list[Outcome]) -> list[str]:
+    """TP scaling on independent vLLM >= 0.6 rows: the rows a '[tp series: NAME]' tag groups (one harness, one
+    model and weight type, the same GPU at several tp), each predicted as the burst it ran (accuracy.py
+    _current_vllm_row, per-request lengths); measured and predicted throughput ratios to the lowest tp, against the
+    issue's 20 % target. Never fitted: the `vllm` profile's own figures."""
+    pred = {o.row_id: (o.measured, o.predicted) for o in outcomes if o.predicted is not None}
+    series: dict[tuple[str, str, str], dict[int, tuple[float, float]]] = defaultdict(dict)
+    for row in read_rows():
+        tag = _TP_SERIES.search(row["notes"])
+        if tag is None or row["id"] not in pred or row["metric"] != "output_tokens_per_s":
+            continue
+        g = gpu_of(row["hardware"])
+        series[(tag[1], row["model"], g[0] if g else row["hardware"])][int(row["tp"] or 1)] = pred[row["id"]]
+    if not series:
+        return []
+    lines = ["", f"tensor-parallel scaling on vLLM >= 0.6 rows (never fitted; throughput / throughput at the lowest "
+                 f"tp, measured vs the `vllm` profile's burst replay; target: within {TP_RATIO_TARGET:.0%}):"]
+    errs: dict[str, list[float]] = defaultdict(list)
+    for (name, model, gpu), by_tp in sorted(series.items()):
+        tps = sorted(by_tp)
+        if len(tps) < 2:
+            continue
+        m0, p0 = by_tp[tps[0]]
+        parts = []
+        for tp in tps[1:]:
+            m, p = by_tp[tp]
+            err = (p / p0) / (m / m0) - 1
+            errs[name].append(err)
+            parts.append(f"tp{tp}/tp{tps[0]} {m / m0:.2f} vs {p / p0:.2f} ({err:+.0%})")
+        lines.append(f"  {model[:34]:<34} {gpu[:24]:<24} " + ", ".join(parts))
+    for name, es in sorted(errs.items()):
+        inside = sum(abs(e) <= TP_RATIO_TARGET for e in es)
+        lines.append(f"  {name}: ratios within {TP_RATIO_TARGET:.0%}: {inside} of {len(es)}, median|err| "
+                     f"{statistics.median(abs(e) for e in es):.1%}, bias {statistics.median(es):+.1%}; target "
+                     f"{'met' if inside == len(es) else 'not met'}")
     return lines
 
 

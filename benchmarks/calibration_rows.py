@@ -109,6 +109,7 @@ def model_of(text: str) -> str | None:
     for key, name in (
         ("405b", "llama-3.1-405b"), ("llama-3.1-70b", "llama-3.1-70b"), ("llama-3.1-8b", "llama-3.1-8b"),
         ("llama-3-8b", "llama-3.1-8b"),  # Llama 3 8B: Llama 3.1 8B's shapes, 8192-token context (memory-identical)
+        ("llama-3-70b", "llama-3.1-70b"),  # Llama 3 70B: Llama 3.1 70B's shapes, 8192-token context
         ("llama-2-70b", "llama-2-70b"), ("llama-2-13b", "llama-2-13b"), ("llama-2-7b", "llama-2-7b"),
         ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b-v0.3"),
         ("nemo", "mistral-nemo-12b"), ("mistral-large", "mistral-large-2407"),
@@ -216,9 +217,13 @@ class Burst:
     """The server's --max-num-batched-tokens when the row's command line set it."""
     clients: int | None = None
     """A closed loop's --max-concurrency (that many requests in flight, each sent when one ends); None: a burst."""
+    lengths: str | None = None
+    """A file under benchmarks/data/ holding the run's own per-request `input_lens` / `output_lens` (its
+    `--save-result` JSON or an extract of it), named by the row's '[lengths: FILE]' tag; None: from the means."""
 
 
 _BURST_REQUESTS = re.compile(r"request rate inf, (\d+)(?: of \d+)? prompts")
+_LENGTHS = re.compile(r"\[lengths: ([\w./-]+)\]")
 #: sglang's benchmark README tables: 'inf | <prompts> | <engine> | <req/s> | <tok/s>'.
 _README_BURST = re.compile(r"'inf \| (\d+) \|")
 
@@ -245,7 +250,8 @@ def burst_of(row: dict[str, str]) -> Burst | None:
     if not conc.lower().startswith("max-load"):
         return None
     m = _BURST_REQUESTS.search(conc) or _README_BURST.search(notes)
-    return Burst(int(m[1]), kind, tokens) if m else None
+    lengths = _LENGTHS.search(notes)
+    return Burst(int(m[1]), kind, tokens, lengths=lengths[1] if lengths else None) if m else None
 
 
 def burst_lengths(burst: Burst, input_len: int, output_len: int) -> tuple[list[int], list[int]]:
@@ -255,6 +261,8 @@ def burst_lengths(burst: Burst, input_len: int, output_len: int) -> tuple[list[i
     quantiles of an exponential distribution with the run's mean (ShareGPT replies are long-tailed; an assumption,
     as for the Lambda rows), held to vLLM's ShareGPT sampling limits, in a fixed shuffled order (requests arrive in
     dataset order, not sorted by length); inputs the mean."""
+    if burst.lengths is not None:
+        return recorded_lengths(DATA / burst.lengths)
     n = burst.requests
     if burst.dataset == "random":
         return [input_len] * n, [output_len] * n
@@ -262,6 +270,21 @@ def burst_lengths(burst: Burst, input_len: int, output_len: int) -> tuple[list[i
                                max(SHAREGPT_MIN_OUTPUT_TOKENS, SHAREGPT_MAX_TOTAL_TOKENS - input_len))
     random.Random(0).shuffle(outs)
     return [input_len] * n, outs
+
+
+def recorded_lengths(path: Path) -> tuple[list[int], list[int]]:
+    """(input lengths, output lengths) of a run's requests as its result file records them, in the order sent,
+    without the requests that produced no token: benchmark_serving counts a request whose stream ended empty as
+    completed with output length 0 (the Lambda v0.6.0 files have 17-112 of 320, each with TTFT 0: no first token, so no
+    prefill the replay should charge)."""
+    import json
+
+    data = json.loads(path.read_text())
+    ins, outs = data["input_lens"], data["output_lens"]
+    if len(ins) != len(outs):
+        raise ValueError(f"{path}: {len(ins)} input lengths but {len(outs)} output lengths")
+    kept = [(i, o) for i, o in zip(ins, outs, strict=True) if o > 0]
+    return [i for i, _ in kept], [o for _, o in kept]
 
 
 def exponential_lengths(n: int, mean: float, lo: int, hi: int) -> list[int]:
