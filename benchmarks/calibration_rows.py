@@ -4,6 +4,7 @@ precisions; shared by accuracy.py and accuracy_checks.py. Reads files, predicts 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import random
 import re
@@ -277,8 +278,6 @@ def recorded_lengths(path: Path) -> tuple[list[int], list[int]]:
     without the requests that produced no token: benchmark_serving counts a request whose stream ended empty as
     completed with output length 0 (the Lambda v0.6.0 files have 17-112 of 320, each with TTFT 0: no first token, so no
     prefill the replay should charge)."""
-    import json
-
     data = json.loads(path.read_text())
     ins, outs = data["input_lens"], data["output_lens"]
     if len(ins) != len(outs):

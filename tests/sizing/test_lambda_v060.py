@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks import accuracy
 from benchmarks.accuracy_checks import tp_series_report
 from benchmarks.calibration_rows import DATA, Burst, burst_lengths, burst_of, read_rows, recorded_lengths
@@ -33,12 +35,8 @@ def test_recorded_lengths_leave_out_the_requests_that_streamed_nothing(tmp_path)
     assert recorded_lengths(f) == ([10, 30], [5, 7])
     assert burst_lengths(Burst(3, "sharegpt", None), 10, 4)[0] == [10, 10, 10]  # no file: from the means
     f.write_text(json.dumps({"input_lens": [1], "output_lens": [1, 2]}))
-    try:
+    with pytest.raises(ValueError, match="1 input lengths but 2 output lengths"):
         recorded_lengths(f)
-    except ValueError as e:
-        assert "1 input lengths but 2 output lengths" in str(e)
-    else:
-        raise AssertionError("mismatched lengths were accepted")
 
 
 def test_the_tp_series_report_compares_ratios_to_the_lowest_tp() -> None:
