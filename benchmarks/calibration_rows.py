@@ -278,12 +278,15 @@ def recorded_lengths(path: Path) -> tuple[list[int], list[int]]:
     without the requests that produced no token: benchmark_serving counts a request whose stream ended empty as
     completed with output length 0 (the Lambda v0.6.0 files have 17-112 of 320, each with TTFT 0: no first token, so no
     prefill the replay should charge)."""
+    from infragen.sizing.drain import completed_lengths  # what `infragen calibrate` keeps of a result
+
     data = json.loads(path.read_text())
     ins, outs = data["input_lens"], data["output_lens"]
     if len(ins) != len(outs):
         raise ValueError(f"{path}: {len(ins)} input lengths but {len(outs)} output lengths")
-    kept = [(i, o) for i, o in zip(ins, outs, strict=True) if o > 0]
-    return [i for i, _ in kept], [o for _, o in kept]
+    lengths = completed_lengths(data, str(path))
+    assert lengths is not None  # the file holds both lists
+    return lengths
 
 
 def exponential_lengths(n: int, mean: float, lo: int, hi: int) -> list[int]:

@@ -112,6 +112,7 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     out, the mean TTFT plus (output - 1) x mean TPOT). `engines`: how many engines shared the run's requests
     (a load balancer in front): each served 1/engines of the rate, the concurrency and the throughput.
     """
+    from infragen.sizing.drain import completed_lengths  # imported when used, as in _burst_result
     from infragen.sizing.estimate import estimate
 
     completed = _number(doc, "completed", where)
@@ -125,14 +126,14 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     loop: tuple[list[int], list[int]] | None = None
     if isinstance(doc.get("max_concurrency"), int) and doc["max_concurrency"] > 0:
         conc = max(1, math.ceil(int(doc["max_concurrency"]) / engines))
-        loop = _request_lengths(doc, where) if _unpaced(doc) else None
+        loop = completed_lengths(doc, where) if _unpaced(doc) else None
         if loop is None and _unpaced(doc):
             click.echo(f"note: {where} is a closed loop of {doc['max_concurrency']} clients and holds no per-request "
                        "lengths: its throughput is calibrated as a steady state at that batch, which over-states the "
                        "speed the run's tail (fewer requests left than clients) shows; `vllm bench serve "
                        "--save-detailed` keeps the lengths, and calibrate then replays the loop", err=True)
     else:
-        lengths = _request_lengths(doc, where)
+        lengths = completed_lengths(doc, where)
         if lengths is not None:
             return _burst_result(doc, where, model, hardware, precision, tp, engines, *lengths)
         click.echo(f"note: {where} sent every request at once (no --request-rate, no --max-concurrency) and holds no "
@@ -166,23 +167,6 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
         out.append(Observation(where, "median_ttft_ms", "prefill", 1e3 / _number(doc, "median_ttft_ms", where),
                                1e3 / est.ttft_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).ttft_ms))
     return out
-
-
-def _request_lengths(doc: dict[str, Any], where: str) -> tuple[list[int], list[int]] | None:
-    """(input lengths, output lengths) of the requests that completed, in the order sent, when the result holds
-    them (`--save-detailed`: input_lens, output_lens; a failed request has output 0); None when it does not."""
-    if "input_lens" not in doc and "output_lens" not in doc:
-        return None
-    ins, outs = doc.get("input_lens"), doc.get("output_lens")
-    ok = (isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) and ins
-          and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (*ins, *outs)))
-    if not ok:
-        raise InputError(f"{where}: input_lens, output_lens: expected two lists of token counts (integers >= 0) of "
-                         "the same length, one entry a request, as `vllm bench serve --save-detailed` writes them")
-    done = [(i, o) for i, o in zip(ins, outs, strict=True) if o > 0]  # type: ignore[arg-type]
-    if not done:
-        raise InputError(f"{where}: output_lens: no request generated a token, nothing to calibrate on")
-    return [max(1, i) for i, _ in done], [o for _, o in done]
 
 
 def _unpaced(doc: dict[str, Any]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from infragen.architecture import ModelArchitecture
 from infragen.errors import InputError
@@ -68,3 +69,20 @@ def burst_drain(model: ModelArchitecture, hardware: Hardware, *, precision: str,
                             max_model_len, expert_parallel=est.expert_parallel)
     result = simulate_drain(setup, input_lens, output_lens, seqs, est.kv_cache_capacity_tokens, budget, clients)
     return BurstReplay(result, seqs, budget, est.kv_cache_capacity_tokens, clients)
+
+
+def completed_lengths(doc: dict[str, Any], where: str) -> tuple[list[int], list[int]] | None:
+    """(input lengths, output lengths) of the requests that completed, in the order sent, when the result holds
+    them (`--save-detailed`: input_lens, output_lens; a failed request has output 0); None when it does not."""
+    if "input_lens" not in doc and "output_lens" not in doc:
+        return None
+    ins, outs = doc.get("input_lens"), doc.get("output_lens")
+    ok = (isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) and ins
+          and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (*ins, *outs)))
+    if not ok:
+        raise InputError(f"{where}: input_lens, output_lens: expected two lists of token counts (integers >= 0) of "
+                         "the same length, one entry a request, as `vllm bench serve --save-detailed` writes them")
+    done = [(i, o) for i, o in zip(ins, outs, strict=True) if o > 0]  # type: ignore[arg-type]
+    if not done:
+        raise InputError(f"{where}: output_lens: no request generated a token, nothing to calibrate on")
+    return [max(1, i) for i, _ in done], [o for _, o in done]
