@@ -21,7 +21,7 @@ import re
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import yaml
@@ -72,6 +72,8 @@ from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<
     DATA,
     EXPERT_PARALLEL_GROUP,
     EXPERT_PARALLEL_REGIME,
+    FITTED_GROUP,
+    FITTED_REGIME,
     SHAREGPT_INPUT_TOKENS,
     SHAREGPT_OUTPUT_MEAN_TOKENS,
     SHAREGPT_REQUESTS,
@@ -87,6 +89,7 @@ from calibration_rows import (  # noqa: F401  (re-exported: tests use accuracy.<
     gpu_of,
     is_current_vllm_check,
     is_expert_parallel_check,
+    is_fitted_vllm_row,
     model_of,
     precision_of,
     read_rows,
@@ -126,8 +129,9 @@ def evaluate_row(row: dict[str, str]) -> Outcome | str:
         return f"{rid}: hardware {row['hardware']!r} has no sourced figures"
     acc = _accelerator(*g)
     hw = hardware_from_gpu(acc, tp * pp)
-    if is_current_vllm_check(row) or is_expert_parallel_check(row):
-        return _current_vllm_row(row, model, acc, hw, measured)
+    if is_current_vllm_check(row) or is_expert_parallel_check(row) or is_fitted_vllm_row(row):
+        with engine_profile(release_profile(row)):
+            return _current_vllm_row(row, model, acc, hw, measured)
     if metric in ("kv_cache_gpu_blocks", "kv_cache_tokens"):  # V0 '# GPU blocks' / V1 'GPU KV cache size: N tokens'
         util = float(row["concurrency"].split("--gpu-memory-utilization")[1].split()[0].rstrip(";),"))
         mem = vllm_memory(model, hw.memory_per_gpu_gib, prec, "bf16", tp, pp, util)
@@ -253,6 +257,8 @@ def _current_vllm_row(row: dict[str, str], model: ModelArchitecture, acc: Accele
     regime = f"{CURRENT_VLLM_REGIME}-{label.lower().replace(' ', '-')}" if label else CURRENT_VLLM_REGIME
     if ep:  # reported apart, beside its tp twin (accuracy_checks.expert_parallel_report)
         group, regime = f"{EXPERT_PARALLEL_GROUP[:-1]}, {inner})", EXPERT_PARALLEL_REGIME
+    if is_fitted_vllm_row(row):  # a fit used it: reported apart, in no independent tally
+        group, regime = FITTED_GROUP, FITTED_REGIME
     note = f"{acc.id} batch {est.concurrency} ({est.regime})"
     if burst is not None:
         steady = pred
@@ -348,6 +354,36 @@ def _cpu_row(row: dict[str, str], model: ModelArchitecture, measured: float) -> 
     return Outcome(row["id"], group, row["metric"], measured, pred, "cpu-generation")
 
 
+#: vLLM releases whose rows are predicted with their own profile (performance.yaml engines.<profile>, fitted on runs of
+#: that release that are not rows) in place of the current `vllm` one: (major, minor) -> profile.
+RELEASE_PROFILES = {(0, 6): "vllm-0.6"}
+
+
+def release_profile(row: dict[str, str]) -> str:
+    """The engine profile a vLLM row is predicted with: its release's own where one exists, else `vllm`."""
+    m = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
+    return RELEASE_PROFILES.get((int(m[1]), int(m[2])), "vllm") if row["engine"] == "vLLM" and m else "vllm"
+
+
+@contextlib.contextmanager
+def engine_profile(name: str) -> Iterator[None]:
+    """estimate() and the drains run with performance.yaml's engines.<name> standing in for `vllm` (in-process;
+    cached layouts dropped on the way in and out). `vllm` itself: nothing changes."""
+    if name == "vllm":
+        yield
+        return
+    c = constants_mod.load_constants()
+    constants_mod.OVERRIDE.append(c.model_copy(update={"engines": {**c.engines, "vllm": c.engines[name]}}))
+    gpu_setup.cache_clear()
+    vllm_memory.cache_clear()
+    try:
+        yield
+    finally:
+        constants_mod.OVERRIDE.pop()
+        gpu_setup.cache_clear()
+        vllm_memory.cache_clear()
+
+
 def evaluate_all(engines: tuple[str, ...] = ()) -> tuple[list[Outcome], list[str]]:
     """Evaluate every row (or only rows of `engines`)."""
     outcomes: list[Outcome] = []
@@ -399,8 +435,8 @@ def _by_regime(outcomes: list[Outcome], value: Callable[[Outcome], float]) -> di
     for o in outcomes:
         if "low-confidence" in o.group or o.group.startswith("ik_llama.cpp"):
             continue  # unsourced CPU figures / a faster fork: not evidence about the product's model
-        if o.regime == EXPERT_PARALLEL_REGIME:
-            continue  # a layout check, reported apart (expert_parallel_report), in no band
+        if o.regime in (EXPERT_PARALLEL_REGIME, FITTED_REGIME):
+            continue  # a layout check (expert_parallel_report) / a fit's rows (an old release's profile): no band
         # Many-expert MoE rows form one band, as `estimate` gives those models that regime; the independent
         # vLLM >= 0.6 MoE rows (Qwen3-235B, DeepSeek-R1) are its only rows and still never feed `fit`.
         moe_check = o.regime.startswith(CURRENT_VLLM_REGIME) and "moe" in o.regime

@@ -16,6 +16,7 @@ from calibration_rows import (  # benchmarks/ is not a package: accuracy.py puts
     CURRENT_VLLM_REGIME,
     DATA,
     EXPERT_PARALLEL_REGIME,
+    FITTED_REGIME,
     SHAREGPT_INPUT_TOKENS,
     SHAREGPT_OUTPUT_MEAN_TOKENS,
     SHAREGPT_REQUESTS,
@@ -103,19 +104,26 @@ def tp_series_report(outcomes: list[Outcome]) -> list[str]:
     """TP scaling on independent vLLM >= 0.6 rows: the rows a '[tp series: NAME]' tag groups (one harness, one
     model and weight type, the same GPU at several tp), each predicted as the burst it ran (accuracy.py
     _current_vllm_row, per-request lengths); measured and predicted throughput ratios to the lowest tp, against the
-    issue's 20 % target. Never fitted: the `vllm` profile's own figures."""
+    issue's 20 % target. Each row is predicted with its release's profile (accuracy.release_profile: `vllm-0.6` for
+    vLLM 0.6.x); a series whose rows a fit used (FITTED_REGIME) is shown marked and left out of the tally."""
     pred = {o.row_id: (o.measured, o.predicted) for o in outcomes if o.predicted is not None}
+    fitted = {o.row_id for o in outcomes if o.regime == FITTED_REGIME}
     series: dict[tuple[str, str, str], dict[int, tuple[float, float]]] = defaultdict(dict)
+    fitted_series: set[tuple[str, str, str]] = set()
     for row in read_rows():
         tag = _TP_SERIES.search(row["notes"])
         if tag is None or row["id"] not in pred or row["metric"] != "output_tokens_per_s":
             continue
         g = gpu_of(row["hardware"])
-        series[(tag[1], row["model"], g[0] if g else row["hardware"])][int(row["tp"] or 1)] = pred[row["id"]]
+        key = (tag[1], row["model"], g[0] if g else row["hardware"])
+        series[key][int(row["tp"] or 1)] = pred[row["id"]]
+        if row["id"] in fitted:
+            fitted_series.add(key)
     if not series:
         return []
-    lines = ["", f"tensor-parallel scaling on vLLM >= 0.6 rows (never fitted; throughput / throughput at the lowest "
-                 f"tp, measured vs the `vllm` profile's burst replay; target: within {TP_RATIO_TARGET:.0%}):"]
+    lines = ["", f"tensor-parallel scaling on vLLM >= 0.6 rows (throughput / throughput at the lowest tp, measured vs "
+                 f"the burst replay with the row's release profile, vllm-0.6 for 0.6.x; series a fit used are marked "
+                 f"and not counted; target: within {TP_RATIO_TARGET:.0%}):"]
     errs: dict[str, list[float]] = defaultdict(list)
     for (name, model, gpu), by_tp in sorted(series.items()):
         tps = sorted(by_tp)
@@ -123,12 +131,14 @@ def tp_series_report(outcomes: list[Outcome]) -> list[str]:
             continue
         m0, p0 = by_tp[tps[0]]
         parts = []
+        was_fitted = (name, model, gpu) in fitted_series
         for tp in tps[1:]:
             m, p = by_tp[tp]
             err = (p / p0) / (m / m0) - 1
-            errs[name].append(err)
+            if not was_fitted:
+                errs[name].append(err)
             parts.append(f"tp{tp}/tp{tps[0]} {m / m0:.2f} vs {p / p0:.2f} ({err:+.0%})")
-        lines.append(f"  {model[:34]:<34} {gpu[:24]:<24} " + ", ".join(parts))
+        lines.append(f"  {model[:34]:<34} {gpu[:24]:<24} " + ", ".join(parts) + (" (fitted)" if was_fitted else ""))
     for name, es in sorted(errs.items()):
         inside = sum(abs(e) <= TP_RATIO_TARGET for e in es)
         lines.append(f"  {name}: ratios within {TP_RATIO_TARGET:.0%}: {inside} of {len(es)}, median|err| "

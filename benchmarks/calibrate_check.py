@@ -83,7 +83,8 @@ def vllm_figures() -> list[Figure]:
 
         def predict(d: float, p: float, row: dict[str, str] = row, model: object = model, acc: object = acc,
                     hw: object = hw, measured: float = measured) -> float:
-            o = accuracy._current_vllm_row(row, model, acc, hw, measured, (d, p))  # type: ignore[arg-type]
+            with accuracy.engine_profile(accuracy.release_profile(row)):
+                o = accuracy._current_vllm_row(row, model, acc, hw, measured, (d, p))  # type: ignore[arg-type]
             if isinstance(o, str):
                 raise ValueError(o)
             return float(o.predicted)

@@ -78,9 +78,21 @@ CURRENT_VLLM_REGIME = "check-vllm-current"
 _CURRENT_VLLM_METRICS = ("output_tokens_per_s", "ttft_ms", "tpot_ms")
 
 
+#: EX rows a fit used (benchmarks/vllm06_fit.py: the `vllm-0.6` profile's overlapped host time on Lambda's
+#: Llama-3-8B bf16 tp 1/2/4/8 series): predicted like the independent rows, reported apart, in no independent tally.
+FITTED_ROWS = frozenset({"EX0091", "EX0092", "EX0093", "EX0094"})
+FITTED_GROUP = "vLLM 0.6.0 (fitted: vllm-0.6 overlapped host time)"
+FITTED_REGIME = "fit-vllm-0.6"
+
+
+def is_fitted_vllm_row(row: dict[str, str]) -> bool:
+    return row["id"] in FITTED_ROWS and row["engine"] == "vLLM" and row["metric"] in _CURRENT_VLLM_METRICS
+
+
 def is_current_vllm_check(row: dict[str, str]) -> bool:
-    """A measured speed row of vLLM 0.6 or newer (the Lambda rows are 0.5.4 and use other metric names too)."""
-    if row["engine"] != "vLLM" or row["metric"] not in _CURRENT_VLLM_METRICS:
+    """A measured speed row of vLLM 0.6 or newer that no fit used (the Lambda rows are 0.5.4 and use other metric
+    names too)."""
+    if row["engine"] != "vLLM" or row["metric"] not in _CURRENT_VLLM_METRICS or row["id"] in FITTED_ROWS:
         return False
     m = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
     return m is not None and (int(m[1]), int(m[2])) >= (0, 6) and not is_expert_parallel_check(row)

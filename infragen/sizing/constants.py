@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infragen.catalog.parsed import load_yaml_text
 from infragen.errors import DataError
@@ -140,6 +140,32 @@ class LayerOps(_Frozen):
     """The timing these were fitted on (file, kernels, GPU)."""
     fitted_on: str
     """How they were fitted and how well they reproduce the timing."""
+    decode_floor_us: tuple[tuple[str, float], ...] = ()
+    """Per GPU architecture (lower case, as accelerators.yaml names it): time one dense layer adds to every step
+    beyond its GEMMs, bytes and collectives (small kernels at their launch floor, attention's fixed time, the
+    step's sampling spread over the layers), microseconds. tp does not divide it. Architectures not listed take
+    the largest value listed."""
+    decode_floor_fitted_on: str = ""
+    """Which runs decode_floor_us was fitted on, how, and what it leaves (required when it is given)."""
+
+    @field_validator("decode_floor_us", mode="before")
+    @classmethod
+    def _floor_pairs(cls, v: object) -> object:
+        """The data file writes a mapping; the constants stay hashable (they key the drain cache)."""
+        return tuple(sorted(v.items())) if isinstance(v, dict) else v
+
+    @model_validator(mode="after")
+    def _floor_sourced(self) -> LayerOps:
+        if self.decode_floor_us and not self.decode_floor_fitted_on.strip():
+            raise ValueError("layer_ops.decode_floor_us needs decode_floor_fitted_on")
+        if any(v < 0 for _, v in self.decode_floor_us):
+            raise ValueError("layer_ops.decode_floor_us values must be >= 0")
+        return self
+
+    def floor_us(self, architecture: str) -> float:
+        """The decode floor of a layer on a GPU of `architecture` (the largest listed for one not listed)."""
+        floors = dict(self.decode_floor_us)
+        return floors.get(architecture.lower(), max(floors.values())) if floors else 0.0
 
 
 class EngineConstants(_Frozen):
@@ -172,6 +198,10 @@ class EngineConstants(_Frozen):
     """Host-side cost per running sequence per step (output processing, detokenisation), ms."""
     per_layer_overhead_us: float = Field(ge=0)
     """Kernel-launch / synchronisation cost per layer per step, microseconds."""
+    overlapped_host_us_per_seq: float = Field(default=0.0, ge=0)
+    """Host work per running sequence per step that runs beside the GPU's (output processing, detokenisation and
+    streaming in another thread or process): a step takes at least this x its sequences, microseconds; tp does
+    not divide it. 0: not measured for the engine (the step is the GPU's)."""
     fitted_on: str
     """Which calibration rows determined the fitted fields, and how."""
     first_token_overhead_ms: float = Field(default=0.0, ge=0)

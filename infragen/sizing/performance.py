@@ -93,6 +93,9 @@ class GpuSetup:
     expert_parallel: int = 1
     """Expert-parallel size (vllm serve --enable-expert-parallel): the tp group's GPUs each hold whole routed
     experts, ceil(E / tp) on the busiest; 1 = the experts are tp-sharded like the other linears."""
+    dense_layer_floor_s: float = 0.0
+    """One stage's dense layers' decode floor (engines.<engine>.layer_ops.decode_floor_us for the GPU's
+    architecture x layers): time every step pays that tp does not divide; 0 for MoE models and other engines."""
     expert_share_gpu: float = 1.0
     """Share of every routed (token, expert) pair's FLOPs one GPU of a stage computes: 1/tp when the experts are
     tp-sharded, ceil(E / EP) / E on the busiest rank under expert parallelism (whole experts, its pairs only)."""
@@ -220,6 +223,7 @@ def gpu_setup(
     ops_fixed, ops_per_token = moe_layer_ops_s(engine, model, acc, layers_per_stage,
                                                layers_per_stage * g.moe_layers / g.num_layers if g.moe_layers else 0.0,
                                                router_priced)
+    ops = engine_constants(engine).layer_ops
     ic = c.interconnect
     # A ring all-reduce moves 2 (n-1)/n of the message per GPU at the link's achieved bus bandwidth, plus the
     # small-message time measured for that link and GPU count (performance.yaml: interconnect).
@@ -255,6 +259,8 @@ def gpu_setup(
         moe_layer_ops_s_per_token=ops_per_token,
         expert_parallel=ep,
         expert_share_gpu=expert_share,
+        dense_layer_floor_s=0.0 if g.moe_layers or ops is None else (
+            ops.floor_us(acc.architecture) * 1e-6 * layers_per_stage),
         layer_ops_bytes_per_token=(0.0, 0.0, 0.0) if g.moe_layers else tuple(
             layers_per_stage * b for b in elementwise_bytes_per_token(model, tp)),  # type: ignore[arg-type]
         lm_head_flops_per_token=2.0 * g.lm_head,
@@ -526,7 +532,7 @@ def stage_step_s(
     attn_memory = kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
     t_comm = tp_comm_s(s, tokens)
     t_host = e.step_overhead_ms * 1e-3 / s.pp + e.per_seq_overhead_ms * 1e-3 * decode_seqs / s.pp
-    t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage
+    t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage + s.dense_layer_floor_s
     return gemm + max(attn_compute, attn_memory) + t_elementwise + t_comm + t_host + t_launch
 
 
@@ -579,11 +585,12 @@ def token_step_s(
 
     With pp > 1 vLLM keeps pp micro-batches in flight; each stage processes decode_seqs / pp at a time.
     """
+    host = engine_constants(s.engine).overlapped_host_us_per_seq * 1e-6 * decode_seqs
     if s.pp == 1:
-        return stage_step_s(s, decode_seqs, decode_ctx_tokens, prefill_tokens, prefill_ctx_tokens)
+        return max(stage_step_s(s, decode_seqs, decode_ctx_tokens, prefill_tokens, prefill_ctx_tokens), host)
     micro = stage_step_s(s, decode_seqs / s.pp, decode_ctx_tokens, prefill_tokens / s.pp, prefill_ctx_tokens)
     hops = (s.pp - 1) * (s.cross_node_hop_s if s.nodes > 1 else s.allreduce_latency_s)
-    return s.pp * micro + hops
+    return max(s.pp * micro + hops, host)
 
 
 @dataclass(frozen=True)
