@@ -307,7 +307,8 @@ def current_vllm_report(outcomes: list[Outcome]) -> list[str]:
     rows = [o for o in outcomes if o.regime.startswith(CURRENT_VLLM_REGIME)]
     if not rows:
         return []
-    lines = ["", "independent check of the `vllm` profile on measured vLLM >= 0.6 rows (not fitted):"]
+    lines = ["", "independent check on measured vLLM >= 0.6 rows (not fitted; each with the profile of how it ran: "
+                 "V1 `vllm`, V0 multi-step `vllm-0.6`, V0 single-step `vllm-0.5`):"]
     keys: dict[str, list[float]] = defaultdict(list)
     for o in rows:
         if o.regime == CURRENT_VLLM_REGIME:
@@ -354,15 +355,20 @@ def _cpu_row(row: dict[str, str], model: ModelArchitecture, measured: float) -> 
     return Outcome(row["id"], group, row["metric"], measured, pred, "cpu-generation")
 
 
-#: vLLM releases whose rows are predicted with their own profile (performance.yaml engines.<profile>, fitted on runs of
-#: that release that are not rows) in place of the current `vllm` one: (major, minor) -> profile.
-RELEASE_PROFILES = {(0, 6): "vllm-0.6"}
+#: The first vLLM release whose default engine is V1 (0.8.0); older rows ran V0.
+V1_DEFAULT = (0, 8)
+_MULTI_STEP = re.compile(r"num[-_]scheduler[-_]steps[ =]([2-9]|[1-9]\d+)\b")
 
 
 def release_profile(row: dict[str, str]) -> str:
-    """The engine profile a vLLM row is predicted with: its release's own where one exists, else `vllm`."""
+    """The engine profile a vLLM row is predicted with, decided by how its engine ran, never by its error: V1
+    (0.8 and later) the current `vllm`; V0 with multi-step scheduling (`--num-scheduler-steps` > 1 in the notes)
+    `vllm-0.6`, fitted on such runs of 0.6.0; V0 with single-step scheduling `vllm-0.5`, fitted on such runs of
+    0.5.4."""
     m = re.match(r"\s*(\d+)\.(\d+)", row["engine_version"])
-    return RELEASE_PROFILES.get((int(m[1]), int(m[2])), "vllm") if row["engine"] == "vLLM" and m else "vllm"
+    if row["engine"] != "vLLM" or m is None or (int(m[1]), int(m[2])) >= V1_DEFAULT:
+        return "vllm"
+    return "vllm-0.6" if _MULTI_STEP.search(f"{row['engine_version']} {row['notes']}") else "vllm-0.5"
 
 
 @contextlib.contextmanager

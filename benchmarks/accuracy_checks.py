@@ -103,27 +103,33 @@ _TP_SERIES = re.compile(r"\[tp series: ([\w.-]+)\]")
 def tp_series_report(outcomes: list[Outcome]) -> list[str]:
     """TP scaling on independent vLLM >= 0.6 rows: the rows a '[tp series: NAME]' tag groups (one harness, one
     model and weight type, the same GPU at several tp), each predicted as the burst it ran (accuracy.py
-    _current_vllm_row, per-request lengths); measured and predicted throughput ratios to the lowest tp, against the
-    issue's 20 % target. Each row is predicted with its release's profile (accuracy.release_profile: `vllm-0.6` for
-    vLLM 0.6.x); a series whose rows a fit used (FITTED_REGIME) is shown marked and left out of the tally."""
+    _current_vllm_row, per-request lengths) or, for TPOT rows, at its batch (a series per batch, speed = 1 / TPOT);
+    measured and predicted speed ratios to the lowest tp, against the issue's 20 % target. Each row is predicted
+    with the profile of how its vLLM ran (accuracy.release_profile); a series whose rows a fit used (FITTED_REGIME)
+    is shown marked and left out of the tally."""
     pred = {o.row_id: (o.measured, o.predicted) for o in outcomes if o.predicted is not None}
     fitted = {o.row_id for o in outcomes if o.regime == FITTED_REGIME}
     series: dict[tuple[str, str, str], dict[int, tuple[float, float]]] = defaultdict(dict)
     fitted_series: set[tuple[str, str, str]] = set()
     for row in read_rows():
         tag = _TP_SERIES.search(row["notes"])
-        if tag is None or row["id"] not in pred or row["metric"] != "output_tokens_per_s":
+        if tag is None or row["id"] not in pred or row["metric"] not in ("output_tokens_per_s", "tpot_ms"):
             continue
         g = gpu_of(row["hardware"])
-        key = (tag[1], row["model"], g[0] if g else row["hardware"])
-        series[key][int(row["tp"] or 1)] = pred[row["id"]]
+        label = row["model"] if row["metric"] == "output_tokens_per_s" else f"{row['model']} batch {row['concurrency']}"
+        key = (tag[1], label, g[0] if g else row["hardware"])
+        measured, predicted = pred[row["id"]]
+        if row["metric"] == "tpot_ms":  # a step's speed: tokens a second per sequence
+            measured, predicted = 1e3 / measured, 1e3 / predicted
+        series[key][int(row["tp"] or 1)] = (measured, predicted)
         if row["id"] in fitted:
             fitted_series.add(key)
     if not series:
         return []
-    lines = ["", f"tensor-parallel scaling on vLLM >= 0.6 rows (throughput / throughput at the lowest tp, measured vs "
-                 f"the burst replay with the row's release profile, vllm-0.6 for 0.6.x; series a fit used are marked "
-                 f"and not counted; target: within {TP_RATIO_TARGET:.0%}):"]
+    lines = ["", f"tensor-parallel scaling on vLLM >= 0.6 rows (throughput, or 1 / TPOT at a batch, over the same at "
+                 f"the lowest tp; measured vs predicted with the row's engine profile: vllm-0.6 for V0 multi-step, "
+                 f"vllm-0.5 for V0 single-step, vllm for V1; series a fit used are marked and not counted; target: "
+                 f"within {TP_RATIO_TARGET:.0%}):"]
     errs: dict[str, list[float]] = defaultdict(list)
     for (name, model, gpu), by_tp in sorted(series.items()):
         tps = sorted(by_tp)

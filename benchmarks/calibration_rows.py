@@ -65,6 +65,11 @@ _ARCH: dict[str, dict[str, object]] = {
                       intermediate_size=17408, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
     "qwen3-8b": dict(hidden_size=4096, num_layers=36, num_attention_heads=32, num_kv_heads=8, head_dim=128,
                      intermediate_size=12288, vocab_size=151936, max_position_embeddings=40960, qk_norm=True),
+    # Qwen/QwQ-32B: Qwen2ForCausalLM with Qwen2.5-32B's shapes (config.json as quoted in several indexed repositories:
+    # 5120 hidden, 64 layers, 40 / 8 heads, 27648 intermediate, 152064 vocab, untied; 32,763,876,352 parameters),
+    # q/k/v biases as every Qwen2 model.
+    "qwq-32b": dict(hidden_size=5120, num_layers=64, num_attention_heads=40, num_kv_heads=8,
+                    intermediate_size=27648, vocab_size=152064, max_position_embeddings=40960, attention_bias=True),
 }
 #: Rows whose model is in infragen's own registry (infragen/catalog/data/models.yaml): resolved from there.
 _REGISTRY_MODELS = ("qwen3-235b-a22b", "deepseek-r1")
@@ -127,7 +132,7 @@ def model_of(text: str) -> str | None:
         ("mixtral-8x22b", "mixtral-8x22b"), ("mixtral-8x7b", "mixtral-8x7b"), ("mistral-7b", "mistral-7b-v0.3"),
         ("nemo", "mistral-nemo-12b"), ("mistral-large", "mistral-large-2407"),
         ("qwen3-235b-a22b", "qwen3-235b-a22b"), ("qwen3-32b", "qwen3-32b"), ("qwen3-14b", "qwen3-14b"),
-        ("qwen3-8b", "qwen3-8b"), ("qwen2.5-0.5b", "qwen2.5-0.5b"),
+        ("qwen3-8b", "qwen3-8b"), ("qwen2.5-0.5b", "qwen2.5-0.5b"), ("qwq-32b", "qwq-32b"),
         ("deepseek-r1", "deepseek-r1"),  # DeepSeek-R1-0528: R1's architecture
     ):
         if key in t:

@@ -98,8 +98,14 @@ def test_the_fit_script_reproduces_the_profile() -> None:
 
 def test_rows_of_a_release_with_its_own_profile_are_predicted_with_it() -> None:
     rows = {r["id"]: r for r in read_rows()}
-    assert accuracy.release_profile(rows["EX0095"]) == "vllm-0.6"  # Lambda vLLM 0.6.0
-    assert accuracy.release_profile(rows["EX0011"]) == "vllm"  # vLLM 0.19.0
+    assert accuracy.release_profile(rows["EX0095"]) == "vllm-0.6"  # Lambda vLLM 0.6.0, --num-scheduler-steps 10
+    assert accuracy.release_profile(rows["EX0023"]) == "vllm-0.6"  # sglang's vLLM 0.6.0 runs, multi-step too
+    assert accuracy.release_profile(rows["EX0113"]) == "vllm-0.5"  # vLLM 0.7.2 benchmark_latency: V0 single-step
+    assert accuracy.release_profile(rows["EX0011"]) == "vllm"  # vLLM 0.19.0: V1
+    single = {**rows["EX0095"], "notes": "no scheduler flag", "engine_version": "0.6.3"}
+    assert accuracy.release_profile(single) == "vllm-0.5"
+    assert accuracy.release_profile({**single, "notes": "--num-scheduler-steps 8"}) == "vllm-0.6"
+    assert accuracy.release_profile({**single, "notes": "--num-scheduler-steps 1"}) == "vllm-0.5"
     with accuracy.engine_profile("vllm-0.6"):
         assert load_constants().engines["vllm"] == load_constants().engines["vllm-0.6"]
     assert not constants_mod.OVERRIDE and not load_constants().engines["vllm"].layer_ops.decode_floor_us
@@ -126,3 +132,21 @@ def test_fitted_rows_are_reported_apart_and_their_series_is_not_counted() -> Non
     assert llama.endswith("(fitted)")
     # 7 series, 17 ratios; the fitted Llama-3-8B series (3 ratios) is not counted
     assert " of 14, " in lines[-1]
+
+
+def test_the_v0_single_step_series_agrees_with_its_source_and_is_checked_per_batch() -> None:
+    rows = [r for r in read_rows() if "[tp series: vllm-0.7.2-qwq-a100]" in r["notes"]]
+    assert [r["id"] for r in rows] == [f"EX{n:04d}" for n in range(113, 120)]
+    for r in rows:  # TPOT = the quoted batch latency / 200 output tokens
+        latency = float(r["notes"].split(f"tp={r['tp']}: '")[1].split("s'")[0])
+        assert float(r["value"]) == round(latency / 200 * 1000, 2)
+        assert (r["input_len"], r["output_len"], r["metric"]) == ("1", "200", "tpot_ms")
+    outcomes = [o for o in (accuracy.evaluate_row(r) for r in rows) if not isinstance(o, str)]
+    assert len(outcomes) == 7
+    lines = tp_series_report(outcomes)
+    batch16 = next(line for line in lines if "QwQ-32B batch 16" in line)
+    by_tp = {int(r["tp"]): o for r, o in zip(rows, outcomes, strict=True) if r["concurrency"] == "16"}
+    measured = by_tp[2].measured / by_tp[8].measured  # speed ratio = inverse TPOT ratio
+    predicted = by_tp[2].predicted / by_tp[8].predicted
+    assert f"tp8/tp2 {measured:.2f} vs {predicted:.2f} ({predicted / measured - 1:+.0%})" in batch16
+    assert not any("batch 128" in line for line in lines)  # one tp only: no ratio
