@@ -397,8 +397,8 @@ def evaluate_all(engines: tuple[str, ...] = ()) -> tuple[list[Outcome], list[str
     for row in read_rows():
         if engines and row["engine"] not in engines:
             continue
-        if engines and (is_current_vllm_check(row) or is_expert_parallel_check(row)):
-            continue  # independent check rows never feed fit() (which filters by engine)
+        if engines and (is_current_vllm_check(row) or is_expert_parallel_check(row) or is_fitted_vllm_row(row)):
+            continue  # independent check rows (and vllm-0.6's own fit rows) never feed fit() (which filters by engine)
         res = evaluate_row(row)
         (skipped if isinstance(res, str) else outcomes).append(res)  # type: ignore[arg-type]
     return outcomes, skipped

@@ -150,3 +150,11 @@ def test_the_v0_single_step_series_agrees_with_its_source_and_is_checked_per_bat
     predicted = by_tp[2].predicted / by_tp[8].predicted
     assert f"tp8/tp2 {measured:.2f} vs {predicted:.2f} ({predicted / measured - 1:+.0%})" in batch16
     assert not any("batch 128" in line for line in lines)  # one tp only: no ratio
+
+
+def test_rows_a_profile_was_fitted_on_never_feed_another_fit() -> None:
+    rows = {r["id"]: r for r in read_rows()}
+    assert accuracy.is_fitted_vllm_row(rows["EX0091"]) and not accuracy.is_current_vllm_check(rows["EX0091"])
+    fed = {o.row_id for o in accuracy.evaluate_all(("vLLM",))[0]}
+    assert fed and not fed & set(FITTED_ROWS)
+    assert not fed & {r["id"] for r in rows.values() if accuracy.is_current_vllm_check(r)}
