@@ -372,14 +372,10 @@ def release_profile(row: dict[str, str]) -> str:
 
 
 @contextlib.contextmanager
-def engine_profile(name: str) -> Iterator[None]:
-    """estimate() and the drains run with performance.yaml's engines.<name> standing in for `vllm` (in-process;
-    cached layouts dropped on the way in and out). `vllm` itself: nothing changes."""
-    if name == "vllm":
-        yield
-        return
-    c = constants_mod.load_constants()
-    constants_mod.OVERRIDE.append(c.model_copy(update={"engines": {**c.engines, "vllm": c.engines[name]}}))
+def constants_in_force(c: constants_mod.PerformanceConstants) -> Iterator[None]:
+    """Evaluate with `c` in place of the constants now in force (in-process; cached layouts dropped on the way in
+    and out, so nothing computed under one set is read under the other)."""
+    constants_mod.OVERRIDE.append(c)
     gpu_setup.cache_clear()
     vllm_memory.cache_clear()
     try:
@@ -388,6 +384,18 @@ def engine_profile(name: str) -> Iterator[None]:
         constants_mod.OVERRIDE.pop()
         gpu_setup.cache_clear()
         vllm_memory.cache_clear()
+
+
+@contextlib.contextmanager
+def engine_profile(name: str) -> Iterator[None]:
+    """estimate() and the drains run with performance.yaml's engines.<name> standing in for `vllm`; `vllm` itself:
+    nothing changes."""
+    if name == "vllm":
+        yield
+        return
+    c = constants_mod.load_constants()
+    with constants_in_force(c.model_copy(update={"engines": {**c.engines, "vllm": c.engines[name]}})):
+        yield
 
 
 def evaluate_all(engines: tuple[str, ...] = ()) -> tuple[list[Outcome], list[str]]:

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibration_rows import _accelerator, arch, model_of
 
+from infragen.catalog import load_catalog
 from infragen.sizing.memory import kv_bytes_per_token_per_layer
 from infragen.sizing.performance import GpuSetup, gpu_figures, gpu_setup, token_step_s
 
@@ -89,8 +90,6 @@ def low_load_runs(path: Path = DATA) -> list[LowLoadRun]:
 
 def fit(runs: list[LowLoadRun]) -> dict[str, float]:
     """Per GPU architecture: median over its dense runs of the per-layer time the model misses, microseconds."""
-    from infragen.catalog import load_catalog
-
     gaps: dict[str, list[float]] = {}
     for r in runs:
         if r.moe:
@@ -141,18 +140,13 @@ def fit_host(grid: tuple[int, ...] = HOST_GRID) -> tuple[float, dict[str, float]
     best: tuple[float, float, dict[str, float]] | None = None
     for value in grid:
         profile = base.engines[ENGINE].model_copy(update={"overlapped_host_us_per_seq": float(value)})
-        constants_mod.OVERRIDE.append(base.model_copy(update={"engines": {**base.engines, ENGINE: profile}}))
-        try:
-            errs = {}
+        errs = {}
+        with accuracy.constants_in_force(base.model_copy(update={"engines": {**base.engines, ENGINE: profile}})):
             for row in rows:
                 o = accuracy.evaluate_row(row)
                 if isinstance(o, str) or o.predicted is None:
                     raise ValueError(f"fitted row unusable: {o}")
                 errs[row["id"]] = o.error
-        finally:
-            constants_mod.OVERRIDE.pop()
-            accuracy.gpu_setup.cache_clear()
-            accuracy.vllm_memory.cache_clear()
         loss = statistics.fmean(math.log1p(e) ** 2 for e in errs.values())
         if best is None or loss < best[0]:
             best = (loss, float(value), errs)
