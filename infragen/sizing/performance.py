@@ -209,7 +209,8 @@ def gpu_setup(
     if acc.memory_bandwidth_gb_per_s is None:
         raise MissingFigureError(f"{acc.id}: no memory bandwidth in the GPU data; cannot estimate decode speed")
     peak, peak_kind = compute_peak_tflops(acc, precision)
-    block = engine_constants(engine).block_fp8_linear
+    ec = engine_constants(engine)
+    block = ec.block_fp8_linear
     floor = 0.0
     if block is not None and peak_kind == "fp8" and model.weight_block_size is not None:
         attn, mlp, shared = block_fp8_linear_widths(model, tp)
@@ -219,11 +220,11 @@ def gpu_setup(
                     for ks, share in per_layer) * layers_per_stage
     linears_measured = precision in ("bf16", "fp16") or (peak_kind == "fp8" and model.weight_block_size is None)
     # the router is one of the linears linear_kernel prices when it prices them (linears_per_layer)
-    router_priced = engine_constants(engine).linear_kernel is not None and linears_measured
+    router_priced = ec.linear_kernel is not None and linears_measured
     ops_fixed, ops_per_token = moe_layer_ops_s(engine, model, acc, layers_per_stage,
                                                layers_per_stage * g.moe_layers / g.num_layers if g.moe_layers else 0.0,
                                                router_priced)
-    ops = engine_constants(engine).layer_ops
+    ops = ec.layer_ops
     ic = c.interconnect
     # A ring all-reduce moves 2 (n-1)/n of the message per GPU at the link's achieved bus bandwidth, plus the
     # small-message time measured for that link and GPU count (performance.yaml: interconnect).
