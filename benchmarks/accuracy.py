@@ -2,7 +2,8 @@
 
 Prints, per source and per metric: count, median absolute percentage error, bias and the worst rows; then the
 TensorRT-LLM ceiling check, the per-regime error bands, and the checks of accuracy_checks.py (TP scaling, the
-independent rows by regime and tp), llama_bench_check.py, calibrate_check.py (calibrate on one result, predict
+independent rows by regime and tp), burst_ttft_check.py (the 0.6.0 bursts' median TTFT against their replays:
+the Mixtral runs' pause), llama_bench_check.py, calibrate_check.py (calibrate on one result, predict
 the others of its hardware), online_rate_check.py (published runs at a request rate, reported apart) and
 closed_loop_check.py (published runs at --max-concurrency, reported apart, by GPU).
 `--fit` searches the engine constants (prints YAML); `--doc FILE` rewrites FILE's report blocks; `--kv-sweep F,...
@@ -677,6 +678,10 @@ def report_all(rows: bool) -> None:
     for line in tp_ratio_report(outcomes):
         print(line)
     for line in tp_series_report(outcomes):
+        print(line)
+    from burst_ttft_check import report as burst_ttft_report  # the 0.6.0 bursts' first tokens (benchmarks/)
+
+    for line in burst_ttft_report():
         print(line)
     for line in dense_gemm_report():
         print(line)

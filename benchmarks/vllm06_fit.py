@@ -7,8 +7,8 @@
    grows with the layers, not with the bytes a GPU reads: at tp 8 it misses by as many milliseconds as at tp 1.
    That time is a dense layer's floor (small kernels at their launch floor, attention's fixed time, the step's
    sampling spread over the layers), and tp does not divide it. Per GPU architecture: the median over that GPU's
-   dense runs of (measured median TPOT - the model's step without the floor) / layers. The Mixtral runs (MoE layers
-   price their small kernels in moe_layer_ops) are checks.
+   dense runs of (measured median TPOT - the model's step without the floor) / layers. It is charged to MoE layers
+   too (their attention, norms and share of sampling are the dense layer's); the Mixtral runs are its checks.
 2. overlapped_host_us_per_seq, on one saturation series. vLLM 0.6.0 processes outputs beside the GPU (async output
    processing, a separate API-server process), so a step takes at least that host time x its sequences, whatever
    the tp: the Llama-3-8B bf16 rows at tp 1/2/4/8 (EX0091-EX0094, 320 ShareGPT prompts at once) give it, by grid
@@ -67,7 +67,7 @@ class LowLoadRun:
         step is weight-read bound: batch 1 and 10 differ by a few per cent) with the mean context."""
         s = self.setup()
         if not floor:
-            s = replace(s, dense_layer_floor_s=0.0)
+            s = replace(s, layer_floor_s=0.0)
         return token_step_s(s, max(self.requests / 2.0, 1.0), self.mean_context, 0.0, 0.0)
 
 

@@ -7,6 +7,7 @@ Nothing here decides whether a setup fits in memory (memory.py) or builds user-f
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -93,9 +94,10 @@ class GpuSetup:
     expert_parallel: int = 1
     """Expert-parallel size (vllm serve --enable-expert-parallel): the tp group's GPUs each hold whole routed
     experts, ceil(E / tp) on the busiest; 1 = the experts are tp-sharded like the other linears."""
-    dense_layer_floor_s: float = 0.0
-    """One stage's dense layers' decode floor (engines.<engine>.layer_ops.decode_floor_us for the GPU's
-    architecture x layers): time every step pays that tp does not divide; 0 for MoE models and other engines."""
+    layer_floor_s: float = 0.0
+    """One stage's layers' decode floor (engines.<engine>.layer_ops.decode_floor_us for the GPU's architecture x
+    layers, MoE layers too: they have the dense layer's attention, norms and share of sampling): time every step
+    pays that tp does not divide; 0 for engines without it."""
     expert_share_gpu: float = 1.0
     """Share of every routed (token, expert) pair's FLOPs one GPU of a stage computes: 1/tp when the experts are
     tp-sharded, ceil(E / EP) / E on the busiest rank under expert parallelism (whole experts, its pairs only)."""
@@ -260,7 +262,7 @@ def gpu_setup(
         moe_layer_ops_s_per_token=ops_per_token,
         expert_parallel=ep,
         expert_share_gpu=expert_share,
-        dense_layer_floor_s=0.0 if g.moe_layers or ops is None else (
+        layer_floor_s=0.0 if ops is None else (
             ops.floor_us(acc.architecture) * 1e-6 * layers_per_stage),
         layer_ops_bytes_per_token=(0.0, 0.0, 0.0) if g.moe_layers else tuple(
             layers_per_stage * b for b in elementwise_bytes_per_token(model, tp)),  # type: ignore[arg-type]
@@ -533,7 +535,7 @@ def stage_step_s(
     attn_memory = kv_read / (s.bandwidth_bytes_per_s * e.kv_bandwidth_fraction)
     t_comm = tp_comm_s(s, tokens)
     t_host = e.step_overhead_ms * 1e-3 / s.pp + e.per_seq_overhead_ms * 1e-3 * decode_seqs / s.pp
-    t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage + s.dense_layer_floor_s
+    t_launch = e.per_layer_overhead_us * 1e-6 * layers_per_stage + s.layer_floor_s
     return gemm + max(attn_compute, attn_memory) + t_elementwise + t_comm + t_host + t_launch
 
 
@@ -653,6 +655,14 @@ class DrainResult:
     """Token-weighted mean inter-token latency."""
     prompt_s: float = 0.0
     """The part of duration_s the prompt tokens cost: each step less the same step without its prompt tokens."""
+    ttfts_s: tuple[float, ...] = ()
+    """Each request's time to first token, in the order sent: from when its client sent it (a burst: t = 0) to the
+    end of the step that ran its prompt, plus the serving path (first_token_s) once."""
+
+    def median_ttft_s(self, empty_replies: int = 0) -> float:
+        """Median TTFT as `benchmark_serving` reports it when `empty_replies` requests streamed no token: it counts
+        each of them with a TTFT of 0 (they are not in the replay, which serves lengths of at least one token)."""
+        return statistics.median([0.0] * empty_replies + list(self.ttfts_s)) if self.ttfts_s else 0.0
 
     def output_tokens_per_s_at(self, decode_factor: float, prefill_factor: float) -> float:
         """Output tok/s with a calibration's speed factors: the prompt tokens' part of every step at the prompt
@@ -683,6 +693,11 @@ def simulate_drain(
     # when each request sent and not yet admitted reaches the scheduler, in the order sent
     path = first_token_s(s) if clients else 0.0
     visible = [path] * min(clients or len(queue), len(queue))
+    # a client sees the serving path once in a TTFT: a loop's request reaches the scheduler `path` after it was sent
+    # (t - its visible time + path), a burst's at t = 0 with the path still to add (t + first_token_s)
+    first_token = first_token_s(s)
+    ttfts: list[float] = []
+    admitted: list[float] = []  # when each request admitted this step reached the scheduler
     running: list[list[int]] = []  # [context_tokens, remaining_output]
     t = 0.0
     prompt_s = 0.0
@@ -701,7 +716,7 @@ def simulate_drain(
             if prefill_tokens + inp > max_batched_tokens and prefill_tokens:
                 break
             queue.pop()
-            visible.pop(0)
+            admitted.append(visible.pop(0))
             running.append([inp, out])
             used += inp + out
             prefill_tokens += inp
@@ -711,6 +726,8 @@ def simulate_drain(
         ctx = sum(r[0] for r in decoding) / n if n else 0.0
         step = token_step_s(s, n, ctx, prefill_tokens, prefill_ctx / prefill_tokens if prefill_tokens else 0.0)
         t += step
+        ttfts += [t - seen + first_token for seen in admitted]
+        admitted.clear()
         if prefill_tokens:
             prompt_s += step - (token_step_s(s, n, ctx, 0.0, 0.0) if n else 0.0)
         itl_weighted += step * n
@@ -729,4 +746,5 @@ def simulate_drain(
         output_tokens_per_s=tokens_out / t if t > 0 else 0.0,
         mean_itl_s=itl_weighted / tokens_out if tokens_out else 0.0,
         prompt_s=prompt_s,
+        ttfts_s=tuple(ttfts),
     )

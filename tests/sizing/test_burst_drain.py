@@ -144,3 +144,26 @@ def test_closed_loop_rows_are_predicted_as_the_loops_they_ran(outcomes: dict[str
         gap.append(o.predicted / steady)
     # one client has no tail to speak of; eight clients' last requests run below the full batch
     assert gap[0] > 0.97 and gap[1] < 0.9
+
+
+def test_a_burst_replay_gives_each_request_its_first_token_time() -> None:
+    # one client: each request's TTFT is the serving path plus its prompt's step, the same for all five
+    setup, mem = _setup_8b()
+    res = simulate_drain(setup, [300] * 5, [40] * 5, 256, mem.capacity_tokens, 8192, clients=1)
+    one = first_token_s(setup) + token_step_s(setup, 1, 300, 300, 150)
+    assert res.ttfts_s == pytest.approx([one] * 5)
+    # a burst that fits one step: every request's first token comes at the end of that step, after the path
+    burst = simulate_drain(setup, [100] * 4, [20] * 4, 256, mem.capacity_tokens, 8192)
+    assert burst.ttfts_s == pytest.approx([first_token_s(setup) + token_step_s(setup, 4, 100, 400, 50)] * 4)
+
+
+def test_requests_past_the_slots_wait_for_their_first_token() -> None:
+    setup, mem = _setup_8b()
+    res = simulate_drain(setup, [200] * 12, [50] * 12, 4, mem.capacity_tokens, 8192)
+    assert len(res.ttfts_s) == 12
+    first, later = res.ttfts_s[:4], res.ttfts_s[4:]
+    assert max(first) < min(later)  # admitted only when the first four finish
+    assert min(later) > 49 * token_step_s(setup, 4, 200, 0, 0)  # ... after their 50 tokens
+    assert res.median_ttft_s(0) == pytest.approx(statistics.median(res.ttfts_s))
+    # benchmark_serving counts a request that streamed nothing as TTFT 0: padding with zeros lowers the median
+    assert res.median_ttft_s(12) == pytest.approx(statistics.median([0.0] * 12 + list(res.ttfts_s)))

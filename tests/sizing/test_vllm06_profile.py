@@ -45,18 +45,20 @@ def test_only_the_old_release_profile_carries_the_floor_and_the_host_time() -> N
     # everything else is the current profile's (a YAML merge, not a copy that could drift)
     assert c["vllm-0.6"].linear_kernel == c["vllm"].linear_kernel and c["vllm-0.6"].moe_kernel == c["vllm"].moe_kernel
     layers = arch("llama-3.1-8b").num_layers
-    assert _setup("llama-3.1-8b", "h100-sxm", "vllm").dense_layer_floor_s == 0.0
+    assert _setup("llama-3.1-8b", "h100-sxm", "vllm").layer_floor_s == 0.0
     for gpu, key in (("h100-sxm", "hopper"), ("a100-80gb", "ampere"), ("l40s-48gb", "ampere")):
         s = _setup("llama-3.1-8b", gpu, "vllm-0.6")
-        assert s.dense_layer_floor_s == pytest.approx(floors[key] * 1e-6 * layers)
-    assert _setup("mixtral-8x7b", "h100-sxm", "vllm-0.6", tp=2).dense_layer_floor_s == 0.0  # MoE: moe_layer_ops
+        assert s.layer_floor_s == pytest.approx(floors[key] * 1e-6 * layers)
+    # a MoE layer has the dense layer's attention, norms and share of sampling, so its floor too
+    moe = _setup("mixtral-8x7b", "h100-sxm", "vllm-0.6", tp=2)
+    assert moe.layer_floor_s == pytest.approx(floors["hopper"] * 1e-6 * arch("mixtral-8x7b").num_layers)
 
 
 def test_the_floor_is_time_tp_does_not_divide() -> None:
     steps = {}
     for tp in (1, 8):
         s = _setup("llama-3.1-8b", "h100-sxm", "vllm-0.6", tp)
-        steps[tp] = stage_step_s(s, 4, 500, 0, 0) - stage_step_s(replace(s, dense_layer_floor_s=0.0), 4, 500, 0, 0)
+        steps[tp] = stage_step_s(s, 4, 500, 0, 0) - stage_step_s(replace(s, layer_floor_s=0.0), 4, 500, 0, 0)
     assert steps[1] == pytest.approx(steps[8]) and steps[1] > 0
 
 
