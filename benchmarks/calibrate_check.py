@@ -6,7 +6,8 @@ the vLLM >= 0.6 speed rows of benchmarks/data/extra_calibration.csv (the EX rows
 source, GPUs, model, precision, lengths, concurrency), and the llama-bench runs of benchmarks/data/llama_bench/
 (one file = one result: pp512 and tg128 of one weight type), grouped by the probed CPU. For every hardware with
 at least two results, each result in turn calibrates (sizing/calibration.py, the fit `infragen calibrate` runs)
-and the others are predicted with its factors; printed: the share of the other figures within 10 % and the
+and the others are predicted with its factors (and, where its TTFTs measured the serving path rather than
+prefill, with that path: calibration.fit_calibration); printed: the share of the other figures within 10 % and the
 median absolute error before and after. Used by accuracy.py; `python benchmarks/calibrate_check.py` alone too.
 """
 
@@ -21,7 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from infragen.sizing.calibration import Observation, Phase, fit_factors, physical_bounds, vllm_peak_fractions
+from infragen.sizing.calibration import (
+    Observation,
+    Phase,
+    fit_calibration,
+    physical_bounds,
+    serving_ms,
+    vllm_peak_fractions,
+)
 
 #: The issue's target: the other rows of the same hardware within 10 % after calibrating on one result.
 TARGET = 0.10
@@ -49,17 +57,21 @@ class Figure:
     fractions: tuple[float, float] | None = None
     """vLLM: the largest bandwidth and compute shares the run's setup is modelled at (the physical bounds
     `infragen calibrate` fits its factors within); None: llama.cpp's bounds."""
+    serving_path: bool = False
+    """A TTFT holding the serving path once (vLLM), which a calibrated path moves."""
 
     def observation(self) -> Observation:
         """The figure as calibrate fits it (times as rates, the model's prediction at any factors)."""
         if self.as_time:
             return Observation(self.result, self.metric, self.phase, 1e3 / self.measured, 1e3 / self.predict(1, 1),
-                               as_time=True, model=lambda d, p: 1e3 / self.predict(d, p))
+                               as_time=True, model=lambda d, p: 1e3 / self.predict(d, p),
+                               serving_path=self.serving_path)
         return Observation(self.result, self.metric, self.phase, self.measured, self.predict(1, 1),
                            model=self.predict)
 
-    def error(self, factors: tuple[float, float]) -> float:
-        return self.predict(*factors) / self.measured - 1.0
+    def error(self, factors: tuple[float, float], serving_delta_ms: float = 0.0) -> float:
+        shift = serving_delta_ms if self.serving_path else 0.0
+        return (self.predict(*factors) + shift) / self.measured - 1.0
 
 
 def vllm_figures() -> list[Figure]:
@@ -99,7 +111,8 @@ def vllm_figures() -> list[Figure]:
         fractions = vllm_peak_fractions(model, hw, precision_of(row["precision"], acc.id), tp)
         out.append(Figure(result, f"vllm on {hw.name}", f"vllm {version} {name} {row['precision'].split()[0]}",
                           f"{row['id']} {row['metric']}", _VLLM_PHASE[row["metric"]], measured, predict,
-                          as_time=row["metric"].endswith("_ms"), fractions=fractions))
+                          as_time=row["metric"].endswith("_ms"), fractions=fractions,
+                          serving_path=row["metric"] == "ttft_ms"))
     return out
 
 
@@ -158,6 +171,8 @@ class Trial:
     factors: tuple[float, float]
     before: list[float]
     after: list[float]
+    serving_ms: float | None = None
+    """The serving path it fitted (ms), None when its TTFTs did not measure one."""
 
 
 def trials(figures: list[Figure], engine: str, bandwidth_measured: bool = False, by_setup: bool = False,
@@ -173,10 +188,11 @@ def trials(figures: list[Figure], engine: str, bandwidth_measured: bool = False,
             continue
         for result, own in sorted(results.items()):
             bounds = physical_bounds(engine, bandwidth_measured, own[0].fractions)  # as calibrate bounds this run
-            factors = fit_factors([f.observation() for f in own], bounds)
+            fit = fit_calibration([f.observation() for f in own], bounds, serving_ms(engine))
+            factors = (fit.decode, fit.prefill)
             others = [f for r, fs in results.items() if r != result for f in fs]
             out.append(Trial(hw, result, factors, [f.error((1.0, 1.0)) for f in others],
-                             [f.error(factors) for f in others]))
+                             [f.error(factors, fit.serving_delta_ms) for f in others], fit.serving_ms))
     return out
 
 
@@ -202,7 +218,8 @@ def report_lines(title: str, ts: list[Trial], verbose: bool = True) -> list[str]
                      f"{_median_abs(before):.1%} before -> {_median_abs(after):.1%} after")
         if verbose:
             for t in group:
-                lines.append(f"    on {t.result:<58} gen x{t.factors[0]:.3f} prompt x{t.factors[1]:.3f}: "
+                path = "" if t.serving_ms is None else f" path {t.serving_ms:.1f} ms"
+                lines.append(f"    on {t.result:<58} gen x{t.factors[0]:.3f} prompt x{t.factors[1]:.3f}{path}: "
                              f"others {_median_abs(t.before):5.1%} -> {_median_abs(t.after):5.1%}, within "
                              f"{sum(abs(e) <= TARGET for e in t.after)}/{len(t.after)}")
     after = [e for t in ts for e in t.after]

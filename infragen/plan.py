@@ -610,6 +610,9 @@ class CalibrationPlan(_Frozen):
     """Generation speed factor applied."""
     prefill_factor: Annotated[float, Field(gt=0, le=20)]
     """Prompt-processing speed factor applied."""
+    serving_overhead_ms: Annotated[float, Field(ge=0, le=10_000)] | None = None
+    """vLLM: the serving path (ms of every TTFT outside the engine's steps) the profile measured and the estimates
+    used in place of the engine's default; None: the default."""
     applied_to: list[InstanceType] = Field(default_factory=list, max_length=MAX_PLAN_LIST)
     """Instance types whose estimates it changed (on its hardware and engine), sorted."""
     not_applied: Annotated[int, Field(ge=0)] = 0

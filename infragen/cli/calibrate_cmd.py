@@ -21,15 +21,17 @@ from infragen.errors import InputError
 from infragen.sizing.calibration import (
     CalibrationInput,
     CalibrationProfile,
+    Fit,
     Observation,
     cpu_of,
-    fit_factors,
+    fit_calibration,
     gpu_set,
     load_calibration,
     load_profile,
     median_abs_error,
     physical_bounds,
     residuals,
+    serving_ms,
     vllm_peak_fractions,
 )
 from infragen.sizing.types import Estimate, Hardware
@@ -165,7 +167,8 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
                                1e3 / est.tpot_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).tpot_ms))
     if doc.get("median_ttft_ms") and conc <= est.max_concurrency:
         out.append(Observation(where, "median_ttft_ms", "prefill", 1e3 / _number(doc, "median_ttft_ms", where),
-                               1e3 / est.ttft_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).ttft_ms))
+                               1e3 / est.ttft_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).ttft_ms,
+                               serving_path=True))
     return out
 
 
@@ -226,7 +229,8 @@ def _online_result(doc: dict[str, Any], where: str, model: ModelArchitecture, ha
                                per_s(point.tpot_s), as_time=True, model=lambda d, p: per_s(at(d, p).tpot_s)))
     if doc.get("median_ttft_ms"):
         out.append(Observation(source, "median_ttft_ms", "prefill", 1e3 / _number(doc, "median_ttft_ms", where),
-                               per_s(point.ttft_p50_s), as_time=True, model=lambda d, p: per_s(at(d, p).ttft_p50_s)))
+                               per_s(point.ttft_p50_s), as_time=True, model=lambda d, p: per_s(at(d, p).ttft_p50_s),
+                               serving_path=True))
     return out
 
 
@@ -245,8 +249,9 @@ def _documents(text: str, path: Path) -> list[Any]:
                          "--save-result` files (one result, or one a line) or `llama-bench -o json` output") from None
 
 
-def calibration_factors(path: Path, hardware: Hardware, engine: str) -> tuple[float, float]:
-    """(decode, prefill) factors of the profile at `path`, refused when made for other hardware or engine."""
+def calibration_kwargs(path: Path, hardware: Hardware, engine: str) -> dict[str, float]:
+    """The estimate() arguments of the profile at `path` (its factors and any measured serving path), refused when
+    made for other hardware or engine."""
     cal = load_calibration(path, where="--calibration")
     profile = cal.profile
     if profile.engine != engine:
@@ -256,11 +261,13 @@ def calibration_factors(path: Path, hardware: Hardware, engine: str) -> tuple[fl
     if why is not None:
         raise InputError(f"{path}: hardware: {why.replace('this candidate', 'this estimate')}; a calibration only "
                          "holds for the machine it was measured on")
+    path_text = ("" if profile.serving_overhead_ms is None
+                 else f", serving path {profile.serving_overhead_ms:.1f} ms")
     click.echo(f"calibration {path} applied: generation x{profile.decode_factor:.3f}, prompt x"
-               f"{profile.prefill_factor:.3f}; median error on its {len(profile.residuals)} measured figures "
-               f"{median_abs_error(profile.residuals, 'before'):.1%} before, "
+               f"{profile.prefill_factor:.3f}{path_text}; median error on its {len(profile.residuals)} measured "
+               f"figures {median_abs_error(profile.residuals, 'before'):.1%} before, "
                f"{median_abs_error(profile.residuals, 'after'):.1%} after", err=True)
-    return profile.decode_factor, profile.prefill_factor
+    return cal.estimate_kwargs()
 
 
 @click.command()
@@ -322,12 +329,13 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
         assert precision is not None  # a vLLM result needs it (checked above)
         fractions = vllm_peak_fractions(model, hardware, precision, tp or max(1, hardware.gpu_count))
     bounds = physical_bounds(engine, hardware.measured_memory_bandwidth_gb_per_s is not None, fractions)
-    decode, prefill = fit_factors(observations, bounds)
-    rows = residuals(observations, decode, prefill)
+    fit = fit_calibration(observations, bounds, serving_ms(engine))
+    decode, prefill = fit.decode, fit.prefill
+    rows = residuals(observations, decode, prefill, fit.serving_delta_ms)
     profile = CalibrationProfile(
         engine=engine, hardware=hardware.name, gpus=gpu_set(hardware) if engine == "vllm" else None,
         cpu=cpu_of(hardware) if engine == "llama.cpp" else None,
-        decode_factor=round(decode, 4), prefill_factor=round(prefill, 4),
+        decode_factor=round(decode, 4), prefill_factor=round(prefill, 4), serving_overhead_ms=fit.serving_ms,
         decode_bounds=(round(bounds["decode"][0], 4), round(bounds["decode"][1], 4)),
         prefill_bounds=(round(bounds["prefill"][0], 4), round(bounds["prefill"][1], 4)),
         inputs=inputs, residuals=rows, created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -338,8 +346,8 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
                    err=True)
     click.echo(f"{engine} on {hardware.name}: generation x{decode:.3f} (bounds {bounds['decode'][0]:.2f}-"
                f"{bounds['decode'][1]:.2f}), prompt x{prefill:.3f} (bounds {bounds['prefill'][0]:.2f}-"
-               f"{bounds['prefill'][1]:.2f}); median error {median_abs_error(rows, 'before'):.1%} -> "
-               f"{median_abs_error(rows, 'after'):.1%}", err=True)
+               f"{bounds['prefill'][1]:.2f}){_serving_text(fit)}; median error "
+               f"{median_abs_error(rows, 'before'):.1%} -> {median_abs_error(rows, 'after'):.1%}", err=True)
     text_out = yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)
     if output is None:
         click.echo(text_out, nl=False)
@@ -348,4 +356,12 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
         click.echo(f"wrote {output}", err=True)
 
 
-__all__ = ["calibrate", "calibration_factors", "load_profile"]
+def _serving_text(fit: Fit) -> str:
+    """What the summary line says of the serving path: fitted from short-prompt TTFTs, or the default kept."""
+    if fit.serving_ms is None:
+        return ""
+    return (f", serving path {fit.serving_ms:.1f} ms (the default {fit.default_serving_ms:.1f}; from the TTFTs "
+            "of prompts too short to time prefill)")
+
+
+__all__ = ["calibrate", "calibration_kwargs", "load_profile"]

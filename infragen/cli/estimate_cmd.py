@@ -204,11 +204,11 @@ def estimate(
     model = resolve_model(model_name, base_dir=Path.cwd(), where="--model")
     if engine is None:
         engine = "vllm" if hardware.accelerator is not None else "llama.cpp"
-    factors = (1.0, 1.0)
+    calibrated: dict[str, float] = {"decode_factor": 1.0, "prefill_factor": 1.0}
     if calibration_file is not None:
-        from infragen.cli.calibrate_cmd import calibration_factors
+        from infragen.cli.calibrate_cmd import calibration_kwargs
 
-        factors = calibration_factors(calibration_file, hardware, engine)
+        calibrated = calibration_kwargs(calibration_file, hardware, engine)
     if tp is None:
         tp = max(1, hardware.gpu_count * nodes // pp) if engine == "vllm" else 1
     if rate_per_s is not None:
@@ -219,15 +219,13 @@ def estimate(
         rate_estimate(model, hardware, rate_per_s, fmt, engine, precision=precision, kv_cache_dtype=kv_cache_dtype,
                       tp=tp, pp=pp, nodes=nodes, input_len=input_len, output_len=output_len,
                       max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                      decode_factor=factors[0], prefill_factor=factors[1])
+                      max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens, **calibrated)
         return
     result = run_estimate(
         model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine=engine, tp=tp, pp=pp,
         nodes=nodes, input_len=input_len, output_len=output_len, concurrency=concurrency,
         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-        decode_factor=factors[0], prefill_factor=factors[1], prefix_cache_hit_rate=prefix_cache_hit_rate,
-        expert_parallel=expert_parallel,
+        prefix_cache_hit_rate=prefix_cache_hit_rate, expert_parallel=expert_parallel, **calibrated,
     )
     doc = estimate_document(result, hardware, model.id)
     if fmt == "json":

@@ -134,7 +134,7 @@ def _with_calibration(plan: Plan, cal: Calibration, result: SearchResult, chosen
     p = cal.profile
     record = CalibrationPlan(file=cal.file, sha256=cal.sha256, engine=p.engine, hardware=cal.measured_on,
                              decode_factor=p.decode_factor, prefill_factor=p.prefill_factor,
-                             applied_to=applied, not_applied=len(other))
+                             serving_overhead_ms=p.serving_overhead_ms, applied_to=applied, not_applied=len(other))
     sentence = explain.calibration_sentence(cal, applied, other, chosen)
     return plan.model_copy(update={"calibration": record, "explanation": [*plan.explanation, sentence]})
 

@@ -12,7 +12,7 @@ import hashlib
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +24,12 @@ from infragen.sizing.constants import load_constants
 from infragen.sizing.types import Hardware
 
 Phase = Literal["decode", "prefill"]
+#: Largest serving path a fit may set: a first token 10 s after the prompt's own time is a broken or overloaded
+#: server, not a path to plan with (policy, not a measurement).
+MAX_SERVING_MS = 10_000.0
+#: A TTFT is the serving path's when the modelled prompt processing is less than this share of it: such a figure
+#: measures HTTP, templating and tokenisation more than prefill speed, so it fits the path, not the prompt factor.
+SERVING_SHARE = 0.5
 #: Slowest factor a fit may set: a result 5x slower than the model says is a broken run or a wrong
 #: description (threads, GPU count), not an efficiency to learn (policy, not a measurement).
 MIN_FACTOR = 0.2
@@ -79,6 +85,11 @@ class CalibrationProfile(_Frozen):
     """Multiplies predicted generation speed (divides TPOT); 1 = no change."""
     prefill_factor: float = Field(gt=0, le=20)
     """Multiplies predicted prompt-processing speed (divides the prefill part of TTFT); 1 = no change."""
+    serving_overhead_ms: float | None = Field(default=None, ge=0, le=MAX_SERVING_MS)
+    """vLLM: the serving path's fixed part of every TTFT (HTTP, chat template, tokenisation, streaming) as this
+    deployment's results measured it, in place of the engine's default (performance.yaml first_token_overhead_ms);
+    None: the default. Fitted from TTFTs the serving path dominates (short prompts), so those do not set the
+    prompt factor."""
     decode_bounds: tuple[float, float]
     """Range the decode fit was held to: MIN_FACTOR .. the factor at which the kernel would reach 100 % of
     the bandwidth figure the model uses."""
@@ -106,6 +117,20 @@ class Observation:
     others) and residuals show it in ms again."""
     model: Callable[[float, float], float] | None = field(default=None, compare=False)
     """The model's prediction (as a rate, like `predicted`) at given (generation, prompt) factors, when known."""
+    serving_path: bool = False
+    """A time (ms) that holds the serving path once (a vLLM TTFT): a calibrated path shifts it by the difference."""
+
+    def shifted(self, delta_ms: float) -> Observation:
+        """The same figure with the serving path `delta_ms` longer (a time that holds it; others unchanged)."""
+        if not (self.serving_path and self.as_time and delta_ms):
+            return self
+        model = self.model
+
+        def moved(rate: float) -> float:  # a rate of 0 is an infinite time (past saturation): it stays so
+            return 1e3 / (1e3 / rate + delta_ms) if rate > 0 else 0.0
+
+        return replace(self, predicted=moved(self.predicted),
+                       model=None if model is None else lambda d, p: moved(model(d, p)))
 
 
 def physical_bounds(engine: str, bandwidth_measured: bool = False,
@@ -121,6 +146,12 @@ def physical_bounds(engine: str, bandwidth_measured: bool = False,
         return {"decode": (MIN_FACTOR, 1.0 / bw), "prefill": (MIN_FACTOR, 1.0 / c.cpu.prompt_flops_fraction)}
     bandwidth, compute = fractions if fractions is not None else _every_vllm_fraction()
     return {"decode": (MIN_FACTOR, 1.0 / bandwidth), "prefill": (MIN_FACTOR, 1.0 / compute)}
+
+
+def serving_ms(engine: str) -> float:
+    """The engine's default serving path (ms) that its TTFT predictions hold (performance.yaml)."""
+    engines = load_constants().engines
+    return engines[engine].first_token_overhead_ms if engine in engines else 0.0
 
 
 def _every_vllm_fraction() -> tuple[float, float]:
@@ -168,6 +199,9 @@ def fit_factor(observations: list[Observation], phase: Phase, bounds: tuple[floa
 SOLVE_STEPS = 40
 #: A rate standing for 0 (a load model past saturation predicts an infinite time, a rate of 0) in the solver's logs.
 TINY_RATE = 1e-300
+#: Rounds of serving-path-then-factors fitting at most, and the change in the path (ms) that ends them.
+SERVING_ROUNDS = 30
+SERVING_TOLERANCE_MS = 0.01
 #: Rounds of generation-then-prompt fitting (a throughput also holds prompt time, a TTFT generation time).
 FIT_ROUNDS = 3
 
@@ -216,12 +250,67 @@ def fit_factors(observations: list[Observation], bounds: dict[Phase, tuple[float
     return factors["decode"], factors["prefill"]
 
 
-def residuals(observations: list[Observation], decode: float, prefill: float) -> list[Residual]:
+@dataclass(frozen=True)
+class Fit:
+    """What a calibration fitted: the two speed factors and, when TTFTs the serving path dominates were measured,
+    that path (ms)."""
+
+    decode: float
+    prefill: float
+    serving_ms: float | None = None
+    default_serving_ms: float = 0.0
+    """The engine's own serving path, which the observations' predictions hold."""
+
+    @property
+    def serving_delta_ms(self) -> float:
+        return 0.0 if self.serving_ms is None else self.serving_ms - self.default_serving_ms
+
+
+def fit_calibration(observations: list[Observation], bounds: dict[Phase, tuple[float, float]],
+                    default_serving_ms: float = 0.0) -> Fit:
+    """fit_factors, and the serving path from the TTFTs it dominates.
+
+    A TTFT whose modelled prompt processing is under SERVING_SHARE of it (a short prompt) measures the serving path
+    (HTTP, chat template, tokenisation: the deployment's, not the GPU's) more than prefill speed; fitting the prompt
+    factor to it would make long prompts as slow as the path is long (a factor of 0.2 from a 60 ms TTFT of 200
+    tokens). Those TTFTs give the path instead: the engine's default plus the median of what they miss by at the
+    fitted factors; the prompt factor comes from the other TTFTs, with the path applied (FIT_ROUNDS times)."""
+    usable = [o for o in observations if o.measured > 0 and (o.predicted > 0 or o.model is not None)]
+    decode, prefill = fit_factors(usable, bounds)
+    path = [o for o in usable if o.serving_path and o.as_time and o.model is not None
+            and _prefill_share(o, decode) < SERVING_SHARE]
+    if not path:
+        return Fit(decode, prefill, None, default_serving_ms)
+    rest = [o for o in usable if all(o is not q for q in path)]
+    decode, prefill = fit_factors(rest, bounds) if rest else (1.0, 1.0)  # the path's figures set no factor
+    delta = math.inf
+    for _ in range(SERVING_ROUNDS):  # the path and the prompt factor, each with the other's last value, until still
+        last = delta
+        delta = statistics.median(1e3 / o.measured - 1e3 / max(o.model(decode, prefill), TINY_RATE)  # type: ignore
+                                  for o in path)
+        delta = min(MAX_SERVING_MS, max(0.0, default_serving_ms + delta)) - default_serving_ms
+        if not rest or abs(delta - last) < SERVING_TOLERANCE_MS:
+            break
+        decode, prefill = fit_factors([o.shifted(delta) for o in rest], bounds)
+    return Fit(decode, prefill, round(default_serving_ms + delta, 2), default_serving_ms)
+
+
+def _prefill_share(o: Observation, decode: float) -> float:
+    """Share of a TTFT the model gives its prompt processing: 1 - the TTFT at a near-infinite prompt speed / the
+    TTFT at the model's own (factor 1)."""
+    assert o.model is not None
+    whole, without = 1.0 / max(o.model(decode, 1.0), TINY_RATE), 1.0 / max(o.model(decode, 1e6), TINY_RATE)
+    return max(0.0, 1.0 - without / whole)
+
+
+def residuals(observations: list[Observation], decode: float, prefill: float,
+              serving_delta_ms: float = 0.0) -> list[Residual]:
     """Before/after of every observation (times shown as times)."""
     out = []
     for o in observations:
         factor = decode if o.phase == "decode" else prefill
-        after = o.model(decode, prefill) if o.model is not None else o.predicted * factor
+        moved = o.shifted(serving_delta_ms)
+        after = moved.model(decode, prefill) if moved.model is not None else moved.predicted * factor
         if o.as_time:
             out.append(Residual(source=o.source, metric=o.metric, phase=o.phase, measured=1e3 / o.measured,
                                 before=_ms(o.predicted), after=_ms(after)))
@@ -286,6 +375,15 @@ class Calibration:
     def factors(self) -> tuple[float, float]:
         """(generation, prompt) speed factors."""
         return self.profile.decode_factor, self.profile.prefill_factor
+
+    def estimate_kwargs(self) -> dict[str, float]:
+        """What estimate(), the load model and the open-loop sizing take from it: the two factors and, when it
+        measured one, the serving path."""
+        p = self.profile
+        kw = {"decode_factor": p.decode_factor, "prefill_factor": p.prefill_factor}
+        if p.serving_overhead_ms is not None:
+            kw["serving_overhead_ms"] = p.serving_overhead_ms
+        return kw
 
     @property
     def measured_on(self) -> str:

@@ -6,6 +6,7 @@ impossible inputs (tp*pp larger than the GPUs, vLLM on a CPU) raise InputError. 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from infragen.architecture import ModelArchitecture
@@ -279,17 +280,22 @@ def estimate(
     prefill_factor: float = 1.0,
     prefix_cache_hit_rate: float = 0.0,
     expert_parallel: bool = False,
+    serving_overhead_ms: float | None = None,
 ) -> Estimate:
     """Memory, latency and throughput of one replica at `concurrency` running requests (None = the max).
 
     decode_factor / prefill_factor come from a calibration profile (sizing/calibration.py): they multiply the
     modelled generation and prompt-processing speeds of this hardware and engine (1 = the model as fitted).
+    serving_overhead_ms (vLLM): a calibration profile's measured serving path, in place of the engine's default
+    fixed part of TTFT (performance.yaml first_token_overhead_ms); None: the default.
     prefix_cache_hit_rate: share of prompt tokens vLLM finds in its prefix cache (cached_prompt_tokens says what
     is credited; llama.cpp: not credited).
     expert_parallel: vLLM's --enable-expert-parallel (MoE models; performance.gpu_setup says what it changes).
     """
     if decode_factor <= 0 or prefill_factor <= 0:
         raise InputError(f"calibration factors must be > 0 (got {decode_factor}, {prefill_factor})")
+    if serving_overhead_ms is not None and not 0.0 <= serving_overhead_ms < math.inf:
+        raise InputError(f"the serving overhead is a time in ms >= 0 (got {serving_overhead_ms})")
     if not 0.0 <= prefix_cache_hit_rate <= 1.0:
         raise InputError(f"the prefix cache hit rate is a share of prompt tokens in [0, 1] "
                          f"(got {prefix_cache_hit_rate})")
@@ -357,6 +363,10 @@ def estimate(
         ttft_s = speed.prefill_s / prefill_factor + (ttft_s - speed.prefill_s - serving) / decode_factor + serving
         tpot_s /= decode_factor
         notes.append(_calibration_note(decode_factor, prefill_factor))
+    if serving_overhead_ms is not None:
+        ttft_s += serving_overhead_ms * 1e-3 - first_token_s(setup)
+        notes.append(f"calibrated: serving path {serving_overhead_ms:.1f} ms of every TTFT (measured), not the "
+                     f"{first_token_s(setup) * 1e3:.1f} ms default")
     e2e_s = ttft_s + (output_len - 1) * tpot_s
     requests_per_s = conc / e2e_s
     wait_s = queue_wait_s(asked, conc, e2e_s)

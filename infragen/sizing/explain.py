@@ -329,8 +329,9 @@ def explain_type(spec: WorkloadSpec, catalog: Catalog, result: SearchResult, ins
 
 def _factors_text(cal: Calibration) -> str:
     p = cal.profile
-    return (f"{p.engine} on {cal.measured_on}: generation x{p.decode_factor:.3f}, prompt x{p.prefill_factor:.3f}; "
-            f"sha256 {cal.sha256[:12]}")
+    path = "" if p.serving_overhead_ms is None else f", serving path {p.serving_overhead_ms:.1f} ms"
+    return (f"{p.engine} on {cal.measured_on}: generation x{p.decode_factor:.3f}, prompt x{p.prefill_factor:.3f}"
+            f"{path}; sha256 {cal.sha256[:12]}")
 
 
 def _why_not(cal: Calibration, c: Candidate) -> str | None:

@@ -109,21 +109,22 @@ def prepare_load(
     pp: int = 1, nodes: int = 1, input_len: int, output_len: int, max_model_len: int | None = None,
     gpu_memory_utilization: float = 0.9, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
     plan_flags: bool = False, decode_factor: float = 1.0, prefill_factor: float = 1.0,
-    prefix_cache_hit_rate: float = 0.0, base: Estimate | None = None,
+    prefix_cache_hit_rate: float = 0.0, base: Estimate | None = None, serving_overhead_ms: float | None = None,
 ) -> LoadModel | Estimate:
     """The load model of one vLLM replica, or estimate()'s answer when it does not fit.
 
     Scheduler limits: the given ones; else with `plan_flags` what infragen's plans render (engine_args:
     --max-num-batched-tokens = the profile batch, --max-num-seqs = the slots); else `vllm serve`'s defaults.
     `base`: estimate()'s answer to this same question (concurrency None, these arguments) when the caller has it
-    (the search's largest-batch estimate), so it is not asked twice.
+    (the search's largest-batch estimate), so it is not asked twice. `serving_overhead_ms`: a calibration's measured
+    serving path in place of the engine's default (estimate()).
     """
     if base is None:
         base = estimate(model, hardware, precision=precision, kv_cache_dtype=kv_cache_dtype, engine="vllm", tp=tp,
                         pp=pp, nodes=nodes, input_len=input_len, output_len=output_len, concurrency=None,
                         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                         decode_factor=decode_factor, prefill_factor=prefill_factor,
-                        prefix_cache_hit_rate=prefix_cache_hit_rate)
+                        prefix_cache_hit_rate=prefix_cache_hit_rate, serving_overhead_ms=serving_overhead_ms)
     if not base.fits:
         return base
     acc = hardware.accelerator
@@ -150,7 +151,8 @@ def prepare_load(
     cached = cached_prompt_tokens(input_len, prefix_cache_hit_rate, c.vllm_memory.block_size_tokens)
     return LoadModel(replace(base, notes=tuple(notes)), _step_fn(setup, decode_factor, prefill_factor),
                      Scheduler(slots, budget, cached), source, input_len, output_len, setup, decode_factor,
-                     prefill_factor, first_token_s(setup))
+                     prefill_factor,
+                     first_token_s(setup) if serving_overhead_ms is None else serving_overhead_ms * 1e-3)
 
 
 def prepare_llama_cpp_load(

@@ -113,13 +113,15 @@ def slo_rate(load: LoadModel, slo: Slo) -> tuple[float, float, str | None, tuple
 
 def size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, *, precision: str, tp: int, pp: int,
                    nodes: int, max_model_len: int, regime: str, base: Estimate | None = None,
-                   engine: str = "vllm", decode_factor: float = 1.0, prefill_factor: float = 1.0) -> OpenLoopSizing:
+                   engine: str = "vllm", decode_factor: float = 1.0, prefill_factor: float = 1.0,
+                   serving_overhead_ms: float | None = None) -> OpenLoopSizing:
     """Replicas for traffic.peak_requests_per_s. The confidence factor is that of the regime at the peak's running
     batch: first guessed from `regime` (the layout at its largest batch), sized again when the peak's differs.
 
     llama.cpp: llama-server with the slots the plan renders at most (what the RAM holds, up to 16) and its default
     --batch-size, as `estimate --rate` models it; the plan's --parallel is then the slots the SLO rate needs.
-    decode_factor/prefill_factor: a calibration profile's, as `estimate --rate --calibration` applies them."""
+    decode_factor/prefill_factor (and vLLM's serving_overhead_ms): a calibration profile's, as `estimate --rate
+    --calibration` applies them."""
     t = spec.traffic
     assert t.peak_requests_per_s is not None
     if engine == "llama.cpp":
@@ -131,7 +133,8 @@ def size_open_loop(spec: WorkloadSpec, model: ModelArchitecture, hw: Hardware, *
                             nodes=nodes, input_len=t.prompt_tokens, output_len=t.output_tokens,
                             max_model_len=max_model_len, plan_flags=True,
                             prefix_cache_hit_rate=t.prefix_cache_hit_rate, base=base,
-                            decode_factor=decode_factor, prefill_factor=prefill_factor)
+                            decode_factor=decode_factor, prefill_factor=prefill_factor,
+                            serving_overhead_ms=serving_overhead_ms)
     if not isinstance(load, LoadModel):
         return OpenLoopSizing(None, 0, 0, load.reason or "does not fit", math.inf, 1.0)
     factor = latency_factor(regime, spec.slo_confidence)

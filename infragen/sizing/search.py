@@ -201,16 +201,17 @@ def _memory_miss(hw: Hardware, layout: Layout, est: Estimate, mml: int) -> float
 
 def size_instance(spec: WorkloadSpec, model: ModelArchitecture, inst: InstanceType, hw: Hardware, layout: Layout,
                   estimator: Estimator, open_loop_memo: OpenLoopMemo | None = None,
-                  factors: tuple[float, float] | None = None) -> Sizing:
+                  calibrated: dict[str, float] | None = None) -> Sizing:
     """The best SLO-meeting batch of one layout on one type, and the replicas the peak needs (`open_loop_memo`:
-    the search's table of open-loop sizings, shared by the sizes of a family as the estimates are; `factors`: a
-    calibration profile's (generation, prompt) speed factors when it holds for this hardware and engine)."""
+    the search's table of open-loop sizings, shared by the sizes of a family as the estimates are; `calibrated`: a
+    calibration profile's estimate() arguments (Calibration.estimate_kwargs) when it holds for this hardware and
+    engine)."""
     t = spec.traffic
     mml = search_model_len(spec, model, layout.engine)  # the plan raises vLLM's to what memory holds (context.py)
 
     # Passed only when credited, so an estimator without the option (a test's) keeps working at 0.
     cache = {"prefix_cache_hit_rate": t.prefix_cache_hit_rate} if t.prefix_cache_hit_rate else {}
-    calibrated = {} if factors is None else {"decode_factor": factors[0], "prefill_factor": factors[1]}
+    calibrated = calibrated or {}
     ep = {"expert_parallel": True} if layout.expert_parallel else {}
 
     def run(conc: int | None) -> Estimate:
@@ -463,10 +464,10 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
                     engine = "vllm" if inst.gpu_count else "llama.cpp"  # the engine the reason is about
                     sizing = Sizing(inst, hw, Layout(engine, spec.precision[0], 1, 1, 1, 1), None, 0, 0, why)
                 else:
-                    factors = (calibration.factors if calibration is not None
-                               and calibration.why_not(hw, layout.engine) is None else None)
+                    calibrated = (calibration.estimate_kwargs() if calibration is not None
+                                  and calibration.why_not(hw, layout.engine) is None else None)
                     sizing = _packed(spec, size_instance(spec, model, inst, hw, layout, estimator, open_loop_memo,
-                                                         factors))
+                                                         calibrated))
                 for region in regions:
                     result.candidates.append(_price(spec, cloud, region, sizing))
     if not result.candidates:

@@ -81,6 +81,26 @@ def test_profile_changes_only_its_hardware_and_the_plan_records_it(
     assert f"calibration {p}" in said and "g4dn.xlarge" in said and "generation x0.500" in said
 
 
+def test_a_measured_serving_path_moves_the_ttft_of_its_hardware_only(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    w = workload(tmp_path)
+    plain = plan_json(capsys, str(w), "--all", "--calibration", str(profile(tmp_path, decode=1.0, prefill=1.0)))
+    slow = plan_json(capsys, str(w), "--all", "--calibration",
+                     str(profile(tmp_path, "path.yaml", decode=1.0, prefill=1.0, serving_overhead_ms=60.0)))
+    assert plain["calibration"]["serving_overhead_ms"] is None and slow["calibration"]["serving_overhead_ms"] == 60.0
+    assert "serving path 60.0 ms" in " ".join(slow["explanation"])
+
+    def ttft(doc: dict, itype: str) -> float | None:  # type: ignore[type-arg]
+        if doc["deployment"]["instance_type"] == itype:
+            return float(doc["estimate"]["ttft_ms"])
+        rows = [a for a in doc["alternatives"] if a["instance_type"] == itype and a.get("ttft_ms") is not None]
+        return float(rows[0]["ttft_ms"]) if rows else None
+
+    t4_plain, t4_slow = ttft(plain, "g4dn.xlarge"), ttft(slow, "g4dn.xlarge")
+    assert t4_plain is not None and t4_slow is not None and t4_slow > t4_plain + 40.0  # ~50 ms more, at its batch
+    assert ttft(slow, "g6.xlarge") == ttft(plain, "g6.xlarge")  # other hardware: the default path
+
+
 def test_the_profile_digest_moves_the_plan_digest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     w = workload(tmp_path, instance_families={"allow": ["g6"]})  # no T4 in scope: applies to nothing
     a = plan_json(capsys, str(w), "--calibration", str(profile(tmp_path, "a.yaml")))

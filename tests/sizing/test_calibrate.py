@@ -14,6 +14,7 @@ from infragen.cli import main
 from infragen.sizing.calibration import (
     MIN_FACTOR,
     Observation,
+    fit_calibration,
     fit_factor,
     fit_factors,
     physical_bounds,
@@ -379,3 +380,90 @@ def test_a_closed_loop_without_lengths_is_a_steady_state_and_says_so(
     assert row["source"].endswith("loop.json")
     err = capsys.readouterr().err
     assert "closed loop of 16 clients" in err and "--save-detailed" in err
+
+
+def _ttft_at(prompt_ms: float, serving_ms: float = 10.0, rest_ms: float = 5.0):  # type: ignore[no-untyped-def]
+    """A TTFT as a rate: `prompt_ms` of prefill (scaled by the prompt factor), a serving path, a generation rest."""
+    return lambda d, p: 1e3 / (serving_ms + prompt_ms / p + rest_ms / d)
+
+
+def _ttft_obs(measured_ms: float, prompt_ms: float) -> Observation:
+    model = _ttft_at(prompt_ms)
+    return Observation("r", "median_ttft_ms", "prefill", 1e3 / measured_ms, model(1, 1), as_time=True, model=model,
+                       serving_path=True)
+
+
+def test_a_short_prompt_ttft_fits_the_serving_path_not_the_prompt_speed() -> None:
+    bounds = {"decode": (0.2, 2.0), "prefill": (0.2, 2.0)}
+    # 5 ms of prefill in a 20 ms TTFT measured at 60 ms: the path is 50 ms, not a prompt 9x slower (held at 0.2)
+    short = _ttft_obs(60.0, 5.0)
+    assert fit_factors([short], bounds)[1] == 0.2  # what the prompt factor alone would make of it
+    fit = fit_calibration([short], bounds, default_serving_ms=10.0)
+    assert fit.prefill == 1.0 and fit.serving_ms == pytest.approx(50.0) and fit.serving_delta_ms == pytest.approx(40)
+    assert 1e3 / short.shifted(fit.serving_delta_ms).model(1.0, 1.0) == pytest.approx(60.0)  # type: ignore[misc]
+    # with a long prompt measured too, the prompt factor comes from it, on top of the fitted path
+    # (a 50 ms path and prefill at 0.8x the model's speed, in a 400 ms prompt and in the short one's 5 ms)
+    long, short = _ttft_obs(50.0 + 400.0 / 0.8 + 5.0, 400.0), _ttft_obs(50.0 + 5.0 / 0.8 + 5.0, 5.0)
+    fit = fit_calibration([short, long], bounds, default_serving_ms=10.0)
+    assert fit.serving_ms == pytest.approx(50.0, rel=1e-3) and fit.prefill == pytest.approx(0.8, rel=1e-3)
+    # a long prompt alone: the prompt factor, the default path (a prefill-dominated TTFT says little of the path)
+    fit = fit_calibration([long], bounds, default_serving_ms=10.0)
+    assert fit.serving_ms is None and fit.prefill < 0.8
+    # a path is at least nothing: a short TTFT faster than the model's path gives 0, not a negative time
+    assert fit_calibration([_ttft_obs(8.0, 5.0)], bounds, default_serving_ms=10.0).serving_ms == 0.0
+
+
+def test_a_time_past_saturation_stays_infinite_when_the_path_moves() -> None:
+    o = Observation("r", "median_ttft_ms", "prefill", 20.0, 0.0, as_time=True, model=lambda d, p: 0.0,
+                    serving_path=True)
+    assert o.shifted(25.0).predicted == 0.0 and o.shifted(25.0).model(1.0, 1.0) == 0.0  # type: ignore[misc]
+    plain = Observation("r", "median_tpot_ms", "decode", 50.0, 40.0, as_time=True)
+    assert plain.shifted(25.0) is plain  # a TPOT holds no serving path
+
+
+def test_a_calibrated_serving_path_moves_every_ttft_by_its_difference_and_nothing_else() -> None:
+    hw = hardware_from_gpu(gpu(), 1)
+    kw = dict(precision="bf16", input_len=4000, output_len=200, concurrency=8)
+    plain = estimate(LLAMA3_8B, hw, **kw)  # type: ignore[arg-type]
+    moved = estimate(LLAMA3_8B, hw, serving_overhead_ms=45.0, **kw)  # type: ignore[arg-type]
+    default = load_constants().engines["vllm"].first_token_overhead_ms
+    assert moved.ttft_ms == pytest.approx(plain.ttft_ms + 45.0 - default)
+    assert moved.tpot_ms == plain.tpot_ms and moved.output_tokens_per_s == plain.output_tokens_per_s
+    assert any("serving path 45.0 ms" in n for n in moved.notes)
+    from infragen.sizing.load_estimate import LoadModel, prepare_load
+
+    loads = [prepare_load(LLAMA3_8B, hw, precision="bf16", input_len=4000, output_len=200, serving_overhead_ms=ms)
+             for ms in (None, 45.0)]
+    assert isinstance(loads[0], LoadModel) and isinstance(loads[1], LoadModel)
+    a, b = (load.at(2.0, quantiles=(0.5,)) for load in loads)
+    assert b.ttft_p50_s == pytest.approx(a.ttft_p50_s + (45.0 - default) * 1e-3)
+
+
+def test_calibrating_on_a_short_prompt_run_learns_the_serving_path(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # a closed loop of one client, 200-token prompts: its TTFT is mostly the serving path (made-up figures)
+    hw = hardware_from_gpu(gpu(), 1)
+    one = estimate(LLAMA3_8B, hw, precision="bf16", input_len=200, output_len=200, concurrency=1)
+    result = {"_comment": "made up for the test", "request_rate": "inf", "max_concurrency": 1, "completed": 50,
+              "total_input_tokens": 50 * 200, "total_output_tokens": 50 * 200, "request_throughput": 0.2,
+              "output_throughput": 1e3 / one.tpot_ms, "median_ttft_ms": one.ttft_ms + 50.0,
+              "median_tpot_ms": one.tpot_ms, "mean_e2el_ms": one.e2e_ms + 50.0}
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps(result))
+    out = _calibrate(tmp_path, [path], "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm",
+                     "--gpus", "1")
+    profile = yaml.safe_load(out.read_text())
+    default = load_constants().engines["vllm"].first_token_overhead_ms
+    assert profile["prefill_factor"] == 1.0  # the prompt speed is not what the TTFT measured
+    assert profile["serving_overhead_ms"] == pytest.approx(default + 50.0, abs=0.05)
+    assert "serving path" in capsys.readouterr().err
+    ttft = next(r for r in profile["residuals"] if r["metric"] == "median_ttft_ms")
+    assert ttft["after"] == pytest.approx(ttft["measured"], rel=1e-3)
+    # applied to a long prompt: the path is added once, the prompt's own time is the model's
+    args = ["estimate", "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1",
+            "--input-len", "8000", "--output-len", "200", "--concurrency", "1", "--format", "json"]
+    main(args)
+    plain = json.loads(capsys.readouterr().out)
+    main([*args, "--calibration", str(out)])
+    calibrated = json.loads(capsys.readouterr().out)
+    assert calibrated["latency"]["ttft_ms"] == pytest.approx(plain["latency"]["ttft_ms"] + 50.0, abs=0.2)
