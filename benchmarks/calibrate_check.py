@@ -67,7 +67,7 @@ class Figure:
                                as_time=True, model=lambda d, p: 1e3 / self.predict(d, p),
                                serving_path=self.serving_path)
         return Observation(self.result, self.metric, self.phase, self.measured, self.predict(1, 1),
-                           model=self.predict)
+                           model=self.predict, whole_run=self.metric.endswith("output_tokens_per_s"))
 
     def error(self, factors: tuple[float, float], serving_delta_ms: float = 0.0) -> float:
         shift = serving_delta_ms if self.serving_path else 0.0

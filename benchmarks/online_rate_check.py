@@ -219,7 +219,7 @@ def figures(runs: list[OnlineRun]) -> list[Figure]:
 
             out.append(Figure(f"{run.file}[{run.line}] {run.label}", f"vllm on {run.gpus}", run.model_config,
                               metric, METRICS[metric][1], run.measured[metric], predict, as_time=True,
-                              fractions=run.peak_fractions()))
+                              fractions=run.peak_fractions(), serving_path=metric == "median_ttft_ms"))
     return out
 
 

@@ -29,6 +29,7 @@ from infragen.sizing.calibration import (
     load_calibration,
     load_profile,
     median_abs_error,
+    phased,
     physical_bounds,
     residuals,
     serving_ms,
@@ -161,7 +162,7 @@ def _vllm_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hard
     else:
         out = [Observation(f"{where}", "output_throughput", "decode",
                            _number(doc, "output_throughput", where) / engines, est.output_tokens_per_s,
-                           model=lambda d, p: at(d, p).output_tokens_per_s)]
+                           model=lambda d, p: at(d, p).output_tokens_per_s, whole_run=True)]
     if doc.get("median_tpot_ms"):
         out.append(Observation(where, "median_tpot_ms", "decode", 1e3 / _number(doc, "median_tpot_ms", where),
                                1e3 / est.tpot_ms, as_time=True, model=lambda d, p: 1e3 / at(d, p).tpot_ms))
@@ -196,7 +197,8 @@ def _burst_result(doc: dict[str, Any], where: str, model: ModelArchitecture, har
     run = f"closed loop of {len(mine_in)} requests" if clients else f"burst of {len(mine_in)} requests"
     source = f"{where} {run} replayed ({replay.limits})"
     return [Observation(source, "output_throughput", "decode", _number(doc, "output_throughput", where) / engines,
-                        replay.result.output_tokens_per_s, model=replay.result.output_tokens_per_s_at)]
+                        replay.result.output_tokens_per_s, model=replay.result.output_tokens_per_s_at,
+                        whole_run=True)]
 
 
 def _online_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hardware: Hardware, precision: str,
@@ -329,6 +331,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
         assert precision is not None  # a vLLM result needs it (checked above)
         fractions = vllm_peak_fractions(model, hardware, precision, tp or max(1, hardware.gpu_count))
     bounds = physical_bounds(engine, hardware.measured_memory_bandwidth_gb_per_s is not None, fractions)
+    observations = phased(observations)  # a prompt-bound run's throughput fits (and is shown as) prompt speed
     fit = fit_calibration(observations, bounds, serving_ms(engine))
     decode, prefill = fit.decode, fit.prefill
     rows = residuals(observations, decode, prefill, fit.serving_delta_ms)

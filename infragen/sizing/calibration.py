@@ -27,8 +27,9 @@ Phase = Literal["decode", "prefill"]
 #: Largest serving path a fit may set: a first token 10 s after the prompt's own time is a broken or overloaded
 #: server, not a path to plan with (policy, not a measurement).
 MAX_SERVING_MS = 10_000.0
-#: A TTFT is the serving path's when the modelled prompt processing is less than this share of it: such a figure
-#: measures HTTP, templating and tokenisation more than prefill speed, so it fits the path, not the prompt factor.
+#: A figure fits the part of its modelled time that is at least this share: a TTFT whose prompt processing is less
+#: measures HTTP, templating and tokenisation more than prefill speed, so it fits the serving path, not the prompt
+#: factor; a run's throughput whose prompt processing is more fits the prompt factor, not the generation one.
 SERVING_SHARE = 0.5
 #: Slowest factor a fit may set: a result 5x slower than the model says is a broken run or a wrong
 #: description (threads, GPU count), not an efficiency to learn (policy, not a measurement).
@@ -119,6 +120,9 @@ class Observation:
     """The model's prediction (as a rate, like `predicted`) at given (generation, prompt) factors, when known."""
     serving_path: bool = False
     """A time (ms) that holds the serving path once (a vLLM TTFT): a calibrated path shifts it by the difference."""
+    whole_run: bool = False
+    """A run's output throughput: its time holds prompt processing as well as generation, so it fits the phase
+    that holds most of its modelled time (`phased`), not always generation."""
 
     def shifted(self, delta_ms: float) -> Observation:
         """The same figure with the serving path `delta_ms` longer (a time that holds it; others unchanged)."""
@@ -266,16 +270,31 @@ class Fit:
         return 0.0 if self.serving_ms is None else self.serving_ms - self.default_serving_ms
 
 
+def phased(observations: list[Observation]) -> list[Observation]:
+    """The observations with each whole run's throughput given the phase that holds most of its modelled time: a
+    burst of long prompts (or of replies of a few tokens) spends its time prefilling, and fitting the generation
+    factor to it would credit prompt speed to generation (gpustack's 128-in / 4-out bursts gave generation x0.2,
+    the bound). Times: the model's at factor 1 against a near-infinite prompt speed."""
+    out = []
+    for o in observations:
+        if o.whole_run and o.model is not None and o.phase == "decode":
+            whole, without = max(o.model(1.0, 1.0), TINY_RATE), max(o.model(1.0, 1e6), TINY_RATE)
+            if 1.0 - whole / without > SERVING_SHARE:
+                o = replace(o, phase="prefill")
+        out.append(o)
+    return out
+
+
 def fit_calibration(observations: list[Observation], bounds: dict[Phase, tuple[float, float]],
                     default_serving_ms: float = 0.0) -> Fit:
-    """fit_factors, and the serving path from the TTFTs it dominates.
+    """fit_factors on the observations `phased`, and the serving path from the TTFTs it dominates.
 
     A TTFT whose modelled prompt processing is under SERVING_SHARE of it (a short prompt) measures the serving path
     (HTTP, chat template, tokenisation: the deployment's, not the GPU's) more than prefill speed; fitting the prompt
     factor to it would make long prompts as slow as the path is long (a factor of 0.2 from a 60 ms TTFT of 200
     tokens). Those TTFTs give the path instead: the engine's default plus the median of what they miss by at the
     fitted factors; the prompt factor comes from the other TTFTs, with the path applied (FIT_ROUNDS times)."""
-    usable = [o for o in observations if o.measured > 0 and (o.predicted > 0 or o.model is not None)]
+    usable = [o for o in phased(observations) if o.measured > 0 and (o.predicted > 0 or o.model is not None)]
     decode, prefill = fit_factors(usable, bounds)
     path = [o for o in usable if o.serving_path and o.as_time and o.model is not None
             and _prefill_share(o, decode) < SERVING_SHARE]

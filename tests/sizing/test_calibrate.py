@@ -17,6 +17,7 @@ from infragen.sizing.calibration import (
     fit_calibration,
     fit_factor,
     fit_factors,
+    phased,
     physical_bounds,
     vllm_peak_fractions,
 )
@@ -467,3 +468,46 @@ def test_calibrating_on_a_short_prompt_run_learns_the_serving_path(tmp_path: Pat
     main([*args, "--calibration", str(out)])
     calibrated = json.loads(capsys.readouterr().out)
     assert calibrated["latency"]["ttft_ms"] == pytest.approx(plain["latency"]["ttft_ms"] + 50.0, abs=0.2)
+
+
+def _run_rate(prompt_s: float, gen_s: float):  # type: ignore[no-untyped-def]
+    """A run's output rate (1000 tokens) as a model: `prompt_s` of prefill, `gen_s` of generation."""
+    return lambda d, p: 1000.0 / (prompt_s / p + gen_s / d)
+
+
+def test_a_run_spent_prefilling_calibrates_the_prompt_speed() -> None:
+    bounds = {"decode": (0.2, 2.0), "prefill": (0.2, 2.0)}
+    prompt_bound = _run_rate(8.0, 2.0)  # a burst of long prompts (or of 4-token replies): 80 % prefill
+    o = Observation("r", "output_throughput", "decode", 1000.0 / 12.0, prompt_bound(1, 1), model=prompt_bound,
+                    whole_run=True)
+    [moved] = phased([o])
+    assert moved.phase == "prefill"
+    fit = fit_calibration([o], bounds)  # 2 s more: the 8 s of prefill took 10, generation as modelled
+    assert fit.decode == 1.0 and fit.prefill == pytest.approx(0.8, rel=1e-4)
+    generation_bound = _run_rate(2.0, 8.0)
+    g = Observation("r", "output_throughput", "decode", 1000.0 / 12.0, generation_bound(1, 1),
+                    model=generation_bound, whole_run=True)
+    assert phased([g])[0].phase == "decode"
+    assert fit_calibration([g], bounds).decode == pytest.approx(0.8, rel=1e-4)
+    # a TPOT is generation whatever its share (not a whole run)
+    tpot = Observation("r", "median_tpot_ms", "decode", 20.0, 25.0, as_time=True, model=prompt_bound)
+    assert phased([tpot]) == [tpot]
+
+
+def test_a_burst_of_long_prompts_is_calibrated_as_prompt_speed(tmp_path: Path) -> None:
+    from infragen.catalog import load_catalog
+    from infragen.catalog.models import load_model_registry
+    from infragen.sizing.drain import burst_drain
+
+    model = load_model_registry()["llama-3.1-8b"]
+    hw = hardware_from_gpu(load_catalog().accelerator("h100-sxm"), 1)
+    ins, outs = [4000] * 200, [20] * 200
+    replay = burst_drain(model, hw, precision="bf16", tp=1, input_lens=ins, output_lens=outs)
+    assert replay.result.prompt_s > 0.5 * replay.result.duration_s  # the replay spends it prefilling
+    f = tmp_path / "long.json"
+    f.write_text(json.dumps(_burst_doc(ins, outs, 0.8 * replay.result.output_tokens_per_s)))
+    profile = yaml.safe_load(_calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16",
+                                        "--gpu", "h100-sxm", "--gpus", "1").read_text())
+    [row] = profile["residuals"]
+    assert row["phase"] == "prefill" and row["after"] == pytest.approx(row["measured"], rel=1e-3)
+    assert profile["decode_factor"] == 1.0 and profile["prefill_factor"] < 0.8
