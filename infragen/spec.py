@@ -337,9 +337,9 @@ class WorkloadSpec(_Strict):
     records each one used (`infragen plan --prices FILE` adds more from a file)."""
     calibration: Annotated[str, Field(min_length=1, max_length=500)] | None = None
     """A calibration profile (the YAML `infragen calibrate RESULT... -o FILE` writes; a path relative to this file).
-    Its speed factors apply only to the candidates on the hardware and engine it was measured on (for vLLM: the
-    same GPUs, N x GPU); the plan says which candidates it changed and which it could not, and records the
-    profile's digest. `infragen plan --calibration FILE` replaces it."""
+    Its speed factors (and, for vLLM, the serving path it measured) apply only to the candidates on the hardware
+    and engine it was measured on (for vLLM: the same GPUs, N x GPU); the plan says which candidates it changed and
+    which it could not, and records the profile's digest. `infragen plan --calibration FILE` replaces it."""
 
     @field_validator("model", mode="before")
     @classmethod

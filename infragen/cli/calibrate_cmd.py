@@ -289,7 +289,8 @@ def calibration_kwargs(path: Path, hardware: Hardware, engine: str) -> dict[str,
 def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None, gpu: str | None, gpus: int | None,
               instance: str | None, hardware_file: Path | None, tp: int | None, replicas: int,
               output: Path | None) -> None:
-    """Fit this machine's generation and prompt speed factors from benchmark result files."""
+    """Fit this machine's generation and prompt speed factors (and a vLLM deployment's serving path) from benchmark
+    result files."""
     from infragen.catalog.models import resolve_model
     from infragen.cli.estimate_cmd import resolve_hardware
     from infragen.safe_load import read_text_bounded
