@@ -158,6 +158,10 @@ def test_missing_profile_is_exit_2_naming_the_field(tmp_path: Path, capsys: pyte
     ({"decode_factor": -1}, "decode_factor"),
     ({"engine": "tgi"}, "engine"),
     ({"kind": "something-else"}, "kind"),
+    ({"serving_overhead_ms": -5.0}, "serving_overhead_ms"),
+    ({"serving_overhead_ms": 1e9}, "serving_overhead_ms"),
+    ({"serving_overhead_ms": "fast"}, "serving_overhead_ms"),
+    ({"serving_overhead_ms": float("nan")}, "serving_overhead_ms"),
 ])
 def test_bad_profile_is_exit_2_naming_file_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                       change: dict, needle: str) -> None:  # type: ignore[type-arg]
