@@ -274,13 +274,11 @@ def phased(observations: list[Observation]) -> list[Observation]:
     """The observations with each whole run's throughput given the phase that holds most of its modelled time: a
     burst of long prompts (or of replies of a few tokens) spends its time prefilling, and fitting the generation
     factor to it would credit prompt speed to generation (gpustack's 128-in / 4-out bursts gave generation x0.2,
-    the bound). Times: the model's at factor 1 against a near-infinite prompt speed."""
+    the bound)."""
     out = []
     for o in observations:
-        if o.whole_run and o.model is not None and o.phase == "decode":
-            whole, without = max(o.model(1.0, 1.0), TINY_RATE), max(o.model(1.0, 1e6), TINY_RATE)
-            if 1.0 - whole / without > SERVING_SHARE:
-                o = replace(o, phase="prefill")
+        if o.whole_run and o.model is not None and o.phase == "decode" and _prompt_share(o, 1.0) > SERVING_SHARE:
+            o = replace(o, phase="prefill")
         out.append(o)
     return out
 
@@ -293,11 +291,12 @@ def fit_calibration(observations: list[Observation], bounds: dict[Phase, tuple[f
     (HTTP, chat template, tokenisation: the deployment's, not the GPU's) more than prefill speed; fitting the prompt
     factor to it would make long prompts as slow as the path is long (a factor of 0.2 from a 60 ms TTFT of 200
     tokens). Those TTFTs give the path instead: the engine's default plus the median of what they miss by at the
-    fitted factors; the prompt factor comes from the other TTFTs, with the path applied (FIT_ROUNDS times)."""
+    fitted factors; the factors come from the other figures with the path applied, the two in turn until the path
+    moves by less than SERVING_TOLERANCE_MS."""
     usable = [o for o in phased(observations) if o.measured > 0 and (o.predicted > 0 or o.model is not None)]
     decode, prefill = fit_factors(usable, bounds)
     path = [o for o in usable if o.serving_path and o.as_time and o.model is not None
-            and _prefill_share(o, decode) < SERVING_SHARE]
+            and _prompt_share(o, decode) < SERVING_SHARE]
     if not path:
         return Fit(decode, prefill, None, default_serving_ms)
     rest = [o for o in usable if all(o is not q for q in path)]
@@ -314,12 +313,11 @@ def fit_calibration(observations: list[Observation], bounds: dict[Phase, tuple[f
     return Fit(decode, prefill, round(default_serving_ms + delta, 2), default_serving_ms)
 
 
-def _prefill_share(o: Observation, decode: float) -> float:
-    """Share of a TTFT the model gives its prompt processing: 1 - the TTFT at a near-infinite prompt speed / the
-    TTFT at the model's own (factor 1)."""
+def _prompt_share(o: Observation, decode: float) -> float:
+    """Share of a figure's modelled time that is prompt processing (a rate's time is its inverse): 1 - the time at a
+    near-infinite prompt speed / the time at the model's own (prompt factor 1), generation at `decode`."""
     assert o.model is not None
-    whole, without = 1.0 / max(o.model(decode, 1.0), TINY_RATE), 1.0 / max(o.model(decode, 1e6), TINY_RATE)
-    return max(0.0, 1.0 - without / whole)
+    return max(0.0, 1.0 - max(o.model(decode, 1.0), TINY_RATE) / max(o.model(decode, 1e6), TINY_RATE))
 
 
 def residuals(observations: list[Observation], decode: float, prefill: float,
@@ -389,11 +387,6 @@ class Calibration:
     profile: CalibrationProfile
     file: str
     sha256: str
-
-    @property
-    def factors(self) -> tuple[float, float]:
-        """(generation, prompt) speed factors."""
-        return self.profile.decode_factor, self.profile.prefill_factor
 
     def estimate_kwargs(self) -> dict[str, float]:
         """What estimate(), the load model and the open-loop sizing take from it: the two factors and, when it
