@@ -10,6 +10,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,39 @@ def _unpaced(doc: dict[str, Any]) -> bool:
     return rate is None or rate == "inf" or (isinstance(rate, float) and math.isinf(rate))
 
 
+#: An inter-token gap is a stop of the engine when it lasts this long and this many times the run's median gap:
+#: longer than any prefill step of a served batch, as the mid-run kernel compiles of Lambda's Mixtral runs were
+#: (1.2 - 5 s among 0.04 - 0.1 s gaps; docs/performance-model.md). Policy, not a measurement.
+STOP_S = 1.0
+STOP_TIMES_MEDIAN = 20.0
+
+
+def generation_stops(doc: dict[str, Any]) -> tuple[int, float, float] | None:
+    """(stops, the longest in s, the median gap in s) when the result's per-request inter-token gaps
+    (`--save-detailed`'s `itls`) show the engine stopping (gaps of STOP_S and STOP_TIMES_MEDIAN x the median or
+    more); None when they do not, or the result holds no well-formed gaps (they are only read for this)."""
+    itls = doc.get("itls")
+    if not isinstance(itls, list) or not all(isinstance(row, list) for row in itls):
+        return None
+    gaps = [g for row in itls for g in row]
+    if not gaps or not all(isinstance(g, int | float) and not isinstance(g, bool) and 0 <= g < math.inf
+                           for g in gaps):
+        return None
+    median = statistics.median(gaps)
+    stops = [g for g in gaps if g >= STOP_S and g >= STOP_TIMES_MEDIAN * median]
+    return (len(stops), max(stops), median) if stops else None
+
+
+def _say_stops(doc: dict[str, Any], where: str) -> None:
+    found = generation_stops(doc)
+    if found is not None:
+        n, longest, median = found
+        click.echo(f"note: {where} stopped generating {n} time(s) for up to {longest:.2f} s (its median inter-token "
+                   f"gap is {median * 1e3:.0f} ms): a pause of the engine, such as kernels compiled on first traffic "
+                   "(vLLM's fused-MoE Triton kernel does this), is calibrated as slowness; warm the server with one "
+                   "run and calibrate on the next", err=True)
+
+
 def _burst_result(doc: dict[str, Any], where: str, model: ModelArchitecture, hardware: Hardware, precision: str,
                   tp: int, engines: int, ins: list[int], outs: list[int],
                   clients: int | None = None) -> list[Observation]:
@@ -318,6 +352,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
                 if precision is None:
                     raise InputError(f"{path}: a vLLM result does not say the weight precision: pass --precision")
                 engines.add("vllm")
+                _say_stops(doc, where)
                 observations += _vllm_result(doc, where, model, hardware, precision,
                                              tp or max(1, hardware.gpu_count), replicas)
         inputs.append(CalibrationInput(file=path.name, sha256=hashlib.sha256(text.encode()).hexdigest(), kind=kind,

@@ -511,3 +511,29 @@ def test_a_burst_of_long_prompts_is_calibrated_as_prompt_speed(tmp_path: Path) -
     [row] = profile["residuals"]
     assert row["phase"] == "prefill" and row["after"] == pytest.approx(row["measured"], rel=1e-3)
     assert profile["decode_factor"] == 1.0 and profile["prefill_factor"] < 0.8
+
+
+def test_a_run_that_stopped_generating_is_named_before_it_is_calibrated_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --save-detailed keeps each request's inter-token gaps: Lambda's Mixtral runs stopped for seconds (a compile)
+    from infragen.cli.calibrate_cmd import generation_stops
+
+    steady = [[0.04] * 50 for _ in range(20)]
+    assert generation_stops({"itls": steady}) is None
+    paused = [row[:] for row in steady]
+    paused[0][1], paused[3][7] = 4.97, 1.3
+    assert generation_stops({"itls": paused}) == (2, 4.97, 0.04)
+    assert generation_stops({"itls": [[0.04, 0.9], [0.04] * 40]}) is None  # under a second: a prefill step
+    for junk in ("x", [1, 2], [["a"]], [[-1.0, 2.0]], [[]]):
+        assert generation_stops({"itls": junk}) is None  # not a list of gap lists: not checked, not fitted
+    f = tmp_path / "burst.json"
+    doc = _burst_doc(BURST_INS, BURST_OUTS, 1000.0)
+    doc["itls"] = paused
+    f.write_text(json.dumps(doc))
+    _calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    err = capsys.readouterr().err
+    assert "stopped generating 2 time(s) for up to 4.97 s" in err and "warm" in err
+    doc.pop("itls")
+    f.write_text(json.dumps(doc))
+    _calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    assert "stopped generating" not in capsys.readouterr().err
