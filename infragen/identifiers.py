@@ -91,6 +91,10 @@ UrlPath = Annotated[str, _gate("URL path", r"/[A-Za-z0-9._/-]{0,63}", "'/' then 
 #: One word of the engine command line: no shell or systemd metacharacters besides JSON's `{}":,[]`.
 ArgvWord = Annotated[str, _gate("engine argument", r'[A-Za-z0-9@+=:,./_{}"\[\]-]{1,1024}',
                                 "letters, digits and @+=:,./_-{}\"[] (no spaces, quotes only inside JSON)")]
+#: A machine-option compiler flag a source-built engine is compiled with (`-mno-amx-tile`).
+COMPILER_FLAG_PATTERN = r"-m(?:no-)?[a-z0-9][a-z0-9-]{0,31}"
+CompilerFlag = Annotated[str, _gate("compiler flag", COMPILER_FLAG_PATTERN, "a machine option such as -mno-amx-tile "
+                                    "(-m or -mno- then lower-case letters, digits and '-')")]
 #: Environment variable name and value for the engine (NCCL/EFA settings).
 EnvName = Annotated[str, _gate("environment variable name", r"[A-Z_][A-Z0-9_]{0,63}", "upper-case letters, "
                                "digits and '_'")]

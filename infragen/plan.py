@@ -25,6 +25,7 @@ from infragen.errors import InputError
 from infragen.identifiers import (
     ArgvWord,
     CatalogId,
+    CompilerFlag,
     EngineVersion,
     EnvName,
     EnvValue,
@@ -165,6 +166,10 @@ class EnginePlan(_Frozen):
     """Liveness path the load balancer checks."""
     distributed_executor_backend: Literal["mp", "ray"] | None = None
     """vLLM executor: `ray` for multi-node replicas, None for llama.cpp."""
+    build_flags: list[CompilerFlag] = Field(default_factory=list, max_length=16)
+    """llama.cpp: compiler flags the node builds it with beside the CPU's own instructions (engines.yaml
+    `build_cflags`: the pinned tree's AMX kernels stop with an illegal instruction, so they are compiled out);
+    empty for vLLM (installed from wheels)."""
 
 
 class MemoryPlan(_Frozen):

@@ -54,6 +54,7 @@ def make_plan(kind: Kind = "single", cloud: Literal["aws", "alicloud"] = "aws", 
                   "--port", "8000", "--ctx-size", "8192", "--parallel", "4", "--threads", "8", "--alias",
                   "tinyllama-1.1b", "--api-key-file", "/run/infragen/api-key"],
             port=8000, max_model_len=2048, max_num_seqs=4, threads=8,
+            build_flags=list(pinned_release("llama.cpp").build_cflags),
         )
         memory = MemoryPlan(device_memory_gib=32, weights_gib_per_gpu=0.62, kv_cache_gib_per_gpu=0.18,
                             overhead_gib_per_gpu=0.3, kv_cache_bytes_per_token=22528, kv_cache_capacity_tokens=8192)

@@ -48,6 +48,8 @@ class EngineRelease:
     cuda_targets: tuple[str, ...]  # sm_ targets the wheel ships kernels for (vLLM only)
     described_by: str
     sdist: SourceArchive | None = None  # the same source on PyPI, for nodes that build it without its git host
+    build_cflags: tuple[str, ...] = ()
+    """Compiler flags a node builds the source with beside -march=native (engines.yaml, with why)."""
 
 
 @cache
@@ -67,7 +69,24 @@ def pinned_release(engine: str) -> EngineRelease:
         values={k: frozenset(v) for k, v in (desc.get("values") or {}).items()},
         architectures=frozenset(desc.get("architectures") or ()), cuda_targets=tuple(desc.get("cuda_targets") or ()),
         described_by=pin["description"],
-        sdist=SourceArchive(**{k: str(v) for k, v in pin["sdist"].items()}) if pin.get("sdist") else None)
+        sdist=SourceArchive(**{k: str(v) for k, v in pin["sdist"].items()}) if pin.get("sdist") else None,
+        build_cflags=_build_cflags(engine, pin))
+
+
+def _build_cflags(engine: str, pin: dict[str, Any]) -> tuple[str, ...]:
+    """engines.yaml `<engine>.build_cflags`: machine options only, and each set with the reason it is there."""
+    import re
+
+    from infragen.identifiers import COMPILER_FLAG_PATTERN
+
+    flags = tuple(str(f) for f in pin.get("build_cflags") or ())
+    if flags and not str(pin.get("build_cflags_source", "")).strip():
+        raise DataError(f"infragen/catalog/data/engines.yaml: {engine} build_cflags need build_cflags_source (why)")
+    bad = [f for f in flags if not re.fullmatch(COMPILER_FLAG_PATTERN, f)]
+    if bad:
+        raise DataError(f"infragen/catalog/data/engines.yaml: {engine} build_cflags {bad} are not machine options "
+                        "(-m... / -mno-...)")
+    return flags
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from infragen import __version__
 from infragen.architecture import ModelArchitecture
 from infragen.catalog import Catalog, load_catalog
-from infragen.catalog.engines import pinned_version
+from infragen.catalog.engines import pinned_release, pinned_version
 from infragen.catalog.load_balancers import load_balancer_facts
 from infragen.catalog.services import load_service_prices
 from infragen.plan import (
@@ -298,7 +298,8 @@ def _build_plan(spec: WorkloadSpec, model: ModelArchitecture, name: str, c: Cand
                           argv=argv, port=spec.port, max_model_len=mml, max_num_seqs=s.batch,
                           gpu_memory_utilization=GPU_MEMORY_UTILIZATION if lay.engine == "vllm" else None,
                           threads=threads, visible_devices=visible, env=env,
-                          distributed_executor_backend="ray" if lay.nodes_per_replica > 1 else None),
+                          distributed_executor_backend="ray" if lay.nodes_per_replica > 1 else None,
+                          build_flags=list(pinned_release(lay.engine).build_cflags)),
         memory=MemoryPlan(device_memory_gib=round(s.hardware.memory_per_gpu_gib if inst.gpu_count
                                                   else (inst.memory_gib or 0), 2),
                           weights_gib_per_gpu=round(est.weights_gib_per_gpu, 3),

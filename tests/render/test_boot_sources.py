@@ -87,6 +87,34 @@ def test_llama_cpp_is_built_with_static_libraries(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("cloud", ["aws", "alicloud"])
+def test_llama_cpp_is_built_without_the_pinned_trees_amx_kernels(tmp_path: Path, cloud: str) -> None:
+    # The pinned tree's AMX kernels stop with SIGILL (engines.yaml build_cflags_source; seen in the end-to-end boot
+    # on an Emerald Rapids VM): both the git and the sdist build take the plan's flags, as one word each.
+    from infragen.catalog.engines import pinned_release
+
+    flags = pinned_release("llama.cpp").build_cflags
+    assert set(flags) == {"-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"}
+    assert make_plan("cpu", cloud).engine.build_flags == list(flags)
+    assert make_plan("single", cloud).engine.build_flags == []  # vLLM comes from wheels
+    root, bin_dir, calls = _recording_install(tmp_path, cloud)
+    assert run(root, "infragen-install", bin_dir).returncode == 0
+    configure = next(line for line in calls.read_text().splitlines() if line.startswith("cmake -S"))
+    joined = " ".join(flags)
+    assert f"-DCMAKE_C_FLAGS={joined} -DCMAKE_CXX_FLAGS={joined}" in configure
+
+
+def test_build_flags_in_the_data_are_machine_options_with_a_reason() -> None:
+    from infragen.catalog.engines import _build_cflags
+    from infragen.errors import DataError
+
+    assert _build_cflags("x", {"build_cflags": ["-mno-avx512f"], "build_cflags_source": "why"}) == ("-mno-avx512f",)
+    with pytest.raises(DataError, match="build_cflags_source"):
+        _build_cflags("x", {"build_cflags": ["-mno-avx512f"]})
+    with pytest.raises(DataError, match="machine options"):
+        _build_cflags("x", {"build_cflags": ["-O0"], "build_cflags_source": "why"})
+
+
+@pytest.mark.parametrize("cloud", ["aws", "alicloud"])
 def test_the_boot_tools_and_the_engine_are_installed_by_their_own_markers(tmp_path: Path, cloud: str) -> None:
     # One marker for both made a node whose engine survived (or was seeded) reinstall nothing, tools included;
     # now each step is skipped only by its own marker.

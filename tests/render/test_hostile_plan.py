@@ -78,6 +78,8 @@ def _deep_set(path: tuple[Any, ...], value: Any) -> Any:
         (("storage", "mount_path"), "/etc/../x y", "node path"),
         (("engine", "health_path"), "/health;id", "URL path"),
         (("engine", "argv", 3), "--x;id", "engine argument"),
+        (("engine", "build_flags"), ["-mno-amx-tile'; id; '"], "compiler flag"),
+        (("engine", "build_flags"), ["-O0"], "compiler flag"),
         (("deployment", "nodes"), 10**20, "out of range"),
         (("deployment", "nodes"), 10**40, "an integer of 41 digits"),
         (("deployment", "nodes"), "2", "valid integer"),
