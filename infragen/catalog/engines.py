@@ -4,12 +4,14 @@ llama_cpp.yaml): options with their arity, value kinds and choices, served archi
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from infragen.catalog.parsed import data_dir, load_yaml_text
 from infragen.errors import DataError
+from infragen.identifiers import COMPILER_FLAG_PATTERN
 
 ENGINES = ("vllm", "llama.cpp")
 
@@ -75,10 +77,6 @@ def pinned_release(engine: str) -> EngineRelease:
 
 def _build_cflags(engine: str, pin: dict[str, Any]) -> tuple[str, ...]:
     """engines.yaml `<engine>.build_cflags`: machine options only, and each set with the reason it is there."""
-    import re
-
-    from infragen.identifiers import COMPILER_FLAG_PATTERN
-
     flags = tuple(str(f) for f in pin.get("build_cflags") or ())
     if flags and not str(pin.get("build_cflags_source", "")).strip():
         raise DataError(f"infragen/catalog/data/engines.yaml: {engine} build_cflags need build_cflags_source (why)")
