@@ -59,6 +59,9 @@ class Figure:
     `infragen calibrate` fits its factors within); None: llama.cpp's bounds."""
     serving_path: bool = False
     """A TTFT holding the serving path once (vLLM), which a calibrated path moves."""
+    at_least: bool = False
+    """A floor (an online run past the model's capacity: its output throughput), as calibrate fits it; only a
+    prediction below it is an error."""
 
     def observation(self) -> Observation:
         """The figure as calibrate fits it (times as rates, the model's prediction at any factors)."""
@@ -67,11 +70,13 @@ class Figure:
                                as_time=True, model=lambda d, p: 1e3 / self.predict(d, p),
                                serving_path=self.serving_path)
         return Observation(self.result, self.metric, self.phase, self.measured, self.predict(1, 1),
-                           model=self.predict, whole_run=self.metric.endswith("output_tokens_per_s"))
+                           model=self.predict, whole_run=self.metric.endswith("output_tokens_per_s") or self.at_least,
+                           at_least=self.at_least)
 
     def error(self, factors: tuple[float, float], serving_delta_ms: float = 0.0) -> float:
         shift = serving_delta_ms if self.serving_path else 0.0
-        return (self.predict(*factors) + shift) / self.measured - 1.0
+        err = (self.predict(*factors) + shift) / self.measured - 1.0
+        return min(0.0, err) if self.at_least else err
 
 
 def vllm_figures() -> list[Figure]:

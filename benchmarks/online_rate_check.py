@@ -13,6 +13,7 @@ Used by accuracy.py; `python benchmarks/online_rate_check.py` alone too.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -27,6 +28,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from calibrate_check import Figure, report_lines, trials
+
+from infragen.sizing.load_estimate import LoadModel
 
 DATA = Path(__file__).resolve().parent / "data" / "vllm_results"
 #: Figures of a run and the load point field each is compared with (the phase a calibration fits it into).
@@ -145,6 +148,8 @@ class OnlineRun:
     throughput_share: float = 1.0
     """Measured request throughput / request rate (a finite run's includes the drain of its last requests, so a
     run that kept up lands somewhat under 1; far under, its queue grew)."""
+    output_per_engine: float = 0.0
+    """Measured output tokens/s of one engine (the run's output_throughput / engines)."""
 
     def peak_fractions(self) -> tuple[float, float]:
         """The bandwidth and compute shares `infragen calibrate` bounds this run's factors by."""
@@ -161,26 +166,37 @@ class OnlineRun:
         return _point(self.model_config, self.gpu, self.gpus_per_engine, self.precision, self.input_len,
                       self.output_len, self.rate_per_engine, decode, prefill)
 
+    def capacity_per_s(self, decode: float = 1.0, prefill: float = 1.0) -> float:
+        """The load model's capacity (requests/s of one engine) at this run's lengths."""
+        return _load(self.model_config, self.gpu, self.gpus_per_engine, self.precision, self.input_len,
+                     self.output_len, decode, prefill).capacity_per_s()
+
 
 _CACHE: dict[tuple[object, ...], dict[str, float]] = {}
+
+
+@functools.cache
+def _load(config: str, gpu: str, gpus: int, precision: str, input_len: int, output_len: int, decode: float,
+          prefill: float) -> LoadModel:
+    from infragen.catalog import load_catalog
+    from infragen.catalog.hf_config import load_hf_config
+    from infragen.sizing.hardware import hardware_from_gpu
+    from infragen.sizing.load_estimate import prepare_load
+
+    model = load_hf_config(DATA / config)
+    hw = hardware_from_gpu(load_catalog().accelerator(gpu), gpus)
+    load = prepare_load(model, hw, precision=precision, tp=gpus, input_len=input_len, output_len=output_len,
+                        decode_factor=decode, prefill_factor=prefill)
+    if not isinstance(load, LoadModel):
+        raise ValueError(f"{config} on {gpus} x {gpu}: {load.reason}")
+    return load
 
 
 def _point(config: str, gpu: str, gpus: int, precision: str, input_len: int, output_len: int, rate: float,
            decode: float, prefill: float) -> dict[str, float]:
     key = (config, gpu, gpus, precision, input_len, output_len, rate, decode, prefill)
     if key not in _CACHE:
-        from infragen.catalog import load_catalog
-        from infragen.catalog.hf_config import load_hf_config
-        from infragen.sizing.hardware import hardware_from_gpu
-        from infragen.sizing.load_estimate import LoadModel, prepare_load
-
-        model = load_hf_config(DATA / config)
-        hw = hardware_from_gpu(load_catalog().accelerator(gpu), gpus)
-        load = prepare_load(model, hw, precision=precision, tp=gpus, input_len=input_len, output_len=output_len,
-                            decode_factor=decode, prefill_factor=prefill)
-        if not isinstance(load, LoadModel):
-            raise ValueError(f"{config} on {gpus} x {gpu}: {load.reason}")
-        p = load.at(rate, quantiles=(0.5, 0.99))
+        p = _load(config, gpu, gpus, precision, input_len, output_len, decode, prefill).at(rate, quantiles=(0.5, 0.99))
         _CACHE[key] = {m: getattr(p, field) * 1e3 if p.stable else math.inf for m, (field, _) in METRICS.items()}
     return _CACHE[key]
 
@@ -202,14 +218,27 @@ def online_runs(data: Path = DATA) -> list[OnlineRun]:
                                  f"{entry['gpu']}", rate / entry["engines"], round(r["total_input_tokens"] / n),
                                  round(r["total_output_tokens"] / n), measured, entry["model_config"],
                                  entry["precision"], entry["gpu"], entry["gpus_per_engine"],
-                                 float(r["request_throughput"]) / rate))
+                                 float(r["request_throughput"]) / rate,
+                                 float(r["output_throughput"]) / entry["engines"]))
     return out
 
 
 def figures(runs: list[OnlineRun]) -> list[Figure]:
-    """The runs' median TPOT and TTFT as calibrate_check figures (one result per run, by GPUs and model)."""
+    """The runs' median TPOT and TTFT as calibrate_check figures (one result per run, by GPUs and model); a run the
+    model puts past capacity gives its output throughput as a floor of the capacity instead, as calibrate reads it
+    (cli/calibrate_cmd.py _online_result)."""
     out = []
     for run in runs:
+        if not math.isfinite(run.point()[next(iter(METRICS))]):
+            served = run.output_per_engine
+
+            def capacity(d: float, p: float, run: OnlineRun = run) -> float:
+                return run.capacity_per_s(d, p) * run.output_len
+
+            out.append(Figure(f"{run.file}[{run.line}] {run.label}", f"vllm on {run.gpus}", run.model_config,
+                              "output_throughput_floor", "decode", served, capacity,
+                              fractions=run.peak_fractions(), at_least=True))
+            continue
         for metric in ("median_tpot_ms", "mean_tpot_ms", "median_ttft_ms"):
             if metric not in run.measured:
                 continue
@@ -236,7 +265,9 @@ def report() -> list[str]:
     for run in runs:
         pred = run.point()
         if math.isinf(pred["median_tpot_ms"]):
-            unstable.append(f"{run.label} ({run.throughput_share:.2f})")
+            served = run.rate_per_engine * run.throughput_share
+            unstable.append(f"{run.label} ({run.throughput_share:.2f}: served {served:.2f}/s, model capacity "
+                            f"{run.capacity_per_s():.2f}/s)")
         parts = []
         for m, v in run.measured.items():
             e = pred[m] / v - 1.0
@@ -251,10 +282,17 @@ def report() -> list[str]:
                          f"bias {statistics.median(e):+.1%} (stable predictions only)")
     if unstable:
         lines.append(f"  {len(unstable)} of {len(runs)} runs predicted past saturation (the model's capacity is below "
-                     "the engine's share of the rate; measured request throughput / rate in brackets): "
+                     "the engine's share of the rate; measured request throughput / rate in brackets, and what one "
+                     "engine served against the model's capacity at the run's lengths, a floor of the engine's "
+                     "capacity since each run ended before its queue settled): "
                      + ", ".join(unstable))
-    lines += report_lines("calibrate on one online run, predict the others of the same GPUs:",
-                          trials(figures(runs), "vllm"), verbose=False)
+    figs = figures(runs)
+    floors = sum(f.at_least for f in figs)
+    lines += report_lines("calibrate on one online run, predict the others of the same GPUs (a run past the "
+                          "model's capacity gives its output throughput as a floor, as `infragen calibrate` reads "
+                          f"it: {floors} of the {len(figs)} figures; only a prediction below a floor counts as an "
+                          "error):",
+                          trials(figs, "vllm"), verbose=False)
     return lines
 
 

@@ -64,6 +64,14 @@ class Residual(_Frozen):
     measured: float
     before: float
     after: float
+    at_least: bool = False
+    """`measured` is a floor, not a figure to reproduce: the output throughput of an online run that fell behind
+    its request rate (the engine served at least that much). Only a prediction below it is an error."""
+
+    def error(self, which: Literal["before", "after"]) -> float:
+        """predicted / measured - 1 (a floor's: 0 at or above it)."""
+        err = getattr(self, which) / self.measured - 1.0
+        return min(0.0, err) if self.at_least else err
 
 
 class CalibrationProfile(_Frozen):
@@ -123,6 +131,9 @@ class Observation:
     whole_run: bool = False
     """A run's output throughput: its time holds prompt processing as well as generation, so it fits the phase
     that holds most of its modelled time (`phased`), not always generation."""
+    at_least: bool = False
+    """A floor: the engine served at least `measured` (an online run past its capacity: its throughput). It raises
+    its phase's factor to where the model reaches it and never lowers one (fit_factors)."""
 
     def shifted(self, delta_ms: float) -> Observation:
         """The same figure with the serving path `delta_ms` longer (a time that holds it; others unchanged)."""
@@ -242,15 +253,19 @@ def fit_factors(observations: list[Observation], bounds: dict[Phase, tuple[float
 
     Solving through the model, not dividing measured by predicted: a factor scales only its phase's part of a
     figure (the prompt factor the prefill part of TTFT, not its serving overhead or first generation step), so the
-    ratio of whole figures would over- or under-correct; 1.0 for a phase without figures."""
+    ratio of whole figures would over- or under-correct; 1.0 for a phase without figures. A floor (`at_least`)
+    then raises its phase's factor to the one at which the model reaches it, if that is higher."""
     usable = [o for o in observations if o.measured > 0 and (o.predicted > 0 or o.model is not None)]
     factors = {"decode": 1.0, "prefill": 1.0}
     for _ in range(FIT_ROUNDS if any(o.model is not None for o in usable) else 1):
         for phase, other in (("decode", "prefill"), ("prefill", "decode")):
-            mine = [o for o in usable if o.phase == phase]
+            mine = [o for o in usable if o.phase == phase and not o.at_least]
             if mine:
                 logs = [math.log(_solve(o, phase, factors[other], bounds[phase])) for o in mine]  # type: ignore
                 factors[phase] = min(bounds[phase][1], max(bounds[phase][0], math.exp(statistics.median(logs))))
+            floors = [_solve(o, phase, factors[other], bounds[phase])  # type: ignore[arg-type]
+                      for o in usable if o.phase == phase and o.at_least]
+            factors[phase] = max([factors[phase], *floors])
     return factors["decode"], factors["prefill"]
 
 
@@ -333,7 +348,7 @@ def residuals(observations: list[Observation], decode: float, prefill: float,
                                 before=_ms(o.predicted), after=_ms(after)))
         else:
             out.append(Residual(source=o.source, metric=o.metric, phase=o.phase, measured=o.measured,
-                                before=o.predicted, after=after))
+                                before=o.predicted, after=after, at_least=o.at_least))
     return out
 
 
@@ -343,8 +358,8 @@ def _ms(rate: float) -> float:
 
 
 def median_abs_error(rows: list[Residual], which: Literal["before", "after"]) -> float:
-    """Median |predicted/measured - 1| of the residuals."""
-    errs = [abs(getattr(r, which) / r.measured - 1.0) for r in rows if r.measured]
+    """Median |predicted/measured - 1| of the residuals (a floor's counts only a prediction below it)."""
+    errs = [abs(r.error(which)) for r in rows if r.measured]
     return statistics.median(errs) if errs else 0.0
 
 

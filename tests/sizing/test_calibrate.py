@@ -537,3 +537,63 @@ def test_a_run_that_stopped_generating_is_named_before_it_is_calibrated_on(
     f.write_text(json.dumps(doc))
     _calibrate(tmp_path, [f], "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
     assert "stopped generating" not in capsys.readouterr().err
+
+
+def test_a_floor_raises_a_factor_and_never_lowers_it() -> None:
+    # an online run past the model's capacity proves only that the engine served at least its throughput
+    def capacity(d: float, p: float) -> float:
+        return 1000.0 * d
+
+    bounds = {"decode": (0.2, 2.0), "prefill": (0.2, 2.0)}
+    above = Observation("r", "output_throughput_floor", "decode", 1200.0, 1000.0, model=capacity, at_least=True)
+    below = Observation("r", "output_throughput_floor", "decode", 800.0, 1000.0, model=capacity, at_least=True)
+    assert fit_factors([above], bounds)[0] == pytest.approx(1.2, rel=1e-4)
+    assert fit_factors([below], bounds)[0] == 1.0
+    slow = Observation("t", "median_tpot_ms", "decode", 1e3 / 12.5, 1e3 / 10.0, as_time=True,
+                       model=lambda d, p: 1e2 * d)  # a TPOT 25 % slower than modelled: x0.8
+    assert fit_factors([slow, below], bounds)[0] == pytest.approx(0.8, rel=1e-4)  # 800 tok/s is served at x0.8
+    assert fit_factors([slow, above], bounds)[0] == pytest.approx(1.2, rel=1e-4)  # the floor wins over the TPOT
+
+
+def test_a_floor_residual_counts_only_a_shortfall() -> None:
+    from infragen.sizing.calibration import Residual, median_abs_error
+
+    over = Residual(source="r", metric="output_throughput_floor", phase="decode", measured=100.0, before=150.0,
+                    after=90.0, at_least=True)
+    assert over.error("before") == 0.0 and over.error("after") == pytest.approx(-0.1)
+    assert median_abs_error([over], "before") == 0.0
+    plain = over.model_copy(update={"at_least": False})
+    assert plain.error("before") == pytest.approx(0.5)
+
+
+NERDALERT = PUBLISHED / "nerdalert-h100-llama-3.1-8b-results.jsonl"
+H100_8B = ["--model", str(PUBLISHED / "llama-3.1-8b-instruct-config.json"), "--precision", "bf16", "--gpu",
+           "h100-sxm-80gb", "--gpus", "1"]
+
+
+@pytest.mark.parametrize("line", [3, 4])  # 30 and 35 requests/s: served 27.9 and 28.5/s
+def test_an_online_run_past_the_models_capacity_is_a_floor_of_it(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                  line: int) -> None:
+    run = json.loads(NERDALERT.read_text().splitlines()[line])
+    one = tmp_path / "run.json"
+    one.write_text(json.dumps(run))
+    profile = yaml.safe_load(_calibrate(tmp_path, [one], *H100_8B).read_text())
+    err = capsys.readouterr().err
+    assert "past its capacity" in err and "floor of the engine's capacity" in err
+    [row] = profile["residuals"]  # the queue's latencies are not fitted
+    assert row["metric"] == "output_throughput_floor" and row["at_least"] is True
+    assert row["measured"] == pytest.approx(run["output_throughput"])
+    assert row["before"] < row["measured"]  # the model's capacity (23.4/s) is below what the engine served
+    assert row["after"] > row["before"]  # raised toward it: the floor is prompt-bound here (1,000 + 100 tokens)
+    assert profile["decode_factor"] == 1.0 and profile["prefill_factor"] > 1.0
+    # before, both factors ran to their bounds on latencies the model held infinite at every factor
+    assert (profile["decode_factor"], profile["prefill_factor"]) != tuple(
+        b[1] for b in (profile["decode_bounds"], profile["prefill_bounds"]))
+
+
+def test_an_online_run_within_capacity_keeps_its_latencies(tmp_path: Path) -> None:
+    one = tmp_path / "run.json"
+    one.write_text(NERDALERT.read_text().splitlines()[1])  # 10 requests/s: the model holds 23.4/s
+    profile = yaml.safe_load(_calibrate(tmp_path, [one], *H100_8B).read_text())
+    assert {r["metric"] for r in profile["residuals"]} == {"median_tpot_ms", "median_ttft_ms"}
+    assert not any(r["at_least"] for r in profile["residuals"])

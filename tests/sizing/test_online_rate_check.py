@@ -56,5 +56,9 @@ def test_past_saturation_is_reported_not_hidden() -> None:
     saturated = [r for r in orc.online_runs() if math.isinf(r.point()["median_tpot_ms"])]
     if saturated:
         assert f"{len(saturated)} of {len(orc.online_runs())} runs predicted past saturation" in text
-        assert all(f"{r.label} ({r.throughput_share:.2f})" in text for r in saturated)
+        assert all(f"{r.label} ({r.throughput_share:.2f}: served " in text for r in saturated)
+        assert all(f"model capacity {r.capacity_per_s():.2f}/s" in text for r in saturated)
+        # calibrate's reading of them: a floor of the capacity each, not latencies
+        floors = [f for f in orc.figures(orc.online_runs()) if f.at_least]
+        assert len(floors) == len(saturated) and f"{len(floors)} of the " in text
     assert "calibrate on one online run" in text and "; target " in text
