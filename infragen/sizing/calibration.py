@@ -203,7 +203,7 @@ def vllm_peak_fractions(model: ModelArchitecture, hardware: Hardware, precision:
 
 def fit_factor(observations: list[Observation], phase: Phase, bounds: tuple[float, float]) -> float:
     """exp(median log(measured/predicted)) of the phase's rates, clipped to bounds; 1.0 with no observation."""
-    logs = [math.log(o.measured / o.predicted) for o in observations
+    logs = [math.log(o.measured) - math.log(o.predicted) for o in observations
             if o.phase == phase and o.measured > 0 and o.predicted > 0]
     if not logs:
         return 1.0
@@ -231,7 +231,7 @@ def _solve(o: Observation, phase: Phase, others: float, bounds: tuple[float, flo
         f = math.exp(log_f)
         assert o.model is not None
         rate = o.model(f, others) if phase == "decode" else o.model(others, f)
-        return math.log(max(rate, TINY_RATE) / o.measured)  # 0: past saturation at f (a time of inf)
+        return math.log(max(rate, TINY_RATE)) - math.log(o.measured)  # rate 0: past saturation at f
 
     lo, hi = math.log(bounds[0]), math.log(bounds[1])
     if gap(lo) >= 0:

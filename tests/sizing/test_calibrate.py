@@ -597,3 +597,67 @@ def test_an_online_run_within_capacity_keeps_its_latencies(tmp_path: Path) -> No
     profile = yaml.safe_load(_calibrate(tmp_path, [one], *H100_8B).read_text())
     assert {r["metric"] for r in profile["residuals"]} == {"median_tpot_ms", "median_ttft_ms"}
     assert not any(r["at_least"] for r in profile["residuals"])
+
+
+@pytest.mark.parametrize("line, key, value, needle", [
+    (5, "mean_e2el_ms", "Infinity", "mean_e2el_ms: expected a finite number >= 0"),  # json reads it as inf
+    (1, "total_input_tokens", "1" + "0" * 400, "total_input_tokens: expected a finite number >= 0"),
+    (1, "completed", "NaN", "completed: expected a finite number >= 0"),
+    (3, "output_throughput", "0", "output_throughput: 0: the run served nothing"),  # past capacity: the floor
+    (5, "output_throughput", "0", "output_throughput: 0: the run served nothing"),  # a burst
+])
+def test_a_vllm_result_with_an_impossible_number_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         line: int, key: str, value: str, needle: str) -> None:
+    # found by fuzzing the result files: these ended in OverflowError / ZeroDivisionError (exit 70)
+    doc = json.loads(NERDALERT.read_text().splitlines()[line])
+    doc[key] = "@@"
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(doc).replace('"@@"', value))
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", str(bad), *H100_8B])
+    assert exc.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key, value", [("n_gen", 10**9), ("n_prompt", 2**63)])
+def test_a_llama_bench_test_longer_than_the_model_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          key: str, value: int) -> None:
+    record = json.loads((BENCH / "llama-bench-llama3.1-8b-f16-2026-12-05.json").read_text())
+    row = next(r for r in record["results"] if r[key] > 0)
+    row[key] = value
+    bad = tmp_path / "lb.json"
+    bad.write_text(json.dumps(record["results"]))
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", str(bad), "--model", str(BENCH / "llama-3.1-8b-config.json"), "--hardware",
+              str(BENCH / record["hardware_file"])])
+    assert exc.value.code == 2  # was a ZeroDivisionError (exit 70): the estimate did not fit
+    err = capsys.readouterr().err
+    assert "lb.json: [" in err and "tokens" in err and "Traceback" not in err
+
+
+def test_a_fit_worse_than_no_calibration_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a result that contradicts itself (1,000-token prompts, 2 generated tokens each, 96 ms between tokens): each
+    # figure alone asks for a factor, together they put the run past capacity; nothing may be written
+    doc = json.loads(NERDALERT.read_text().splitlines()[3])
+    doc["total_output_tokens"] = 1e-300
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps(doc))
+    out = tmp_path / "profile.yaml"
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate", str(bad), *H100_8B, "-o", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "worse than the uncalibrated model" in err and "no profile written" in err
+    assert "to infinite (past capacity)" in err
+    assert not out.exists()
+
+
+def test_a_bursts_ttft_is_queueing_not_a_serving_path(tmp_path: Path) -> None:
+    # the llm-d file's three bursts (rate inf, no per-request lengths) waited 0.9 - 4.1 s for their first tokens;
+    # read as TTFTs of a steady state they made the serving path 3,996 ms and both factors their bounds, with the
+    # whole file's median error 70.8 % -> 84.1 % (before 2026-12-06)
+    profile = yaml.safe_load(_calibrate(tmp_path, [ONLINE], *L40S).read_text())
+    bursts = [r for r in profile["residuals"] if "/s per engine" not in r["source"]]
+    assert bursts and {r["metric"] for r in bursts} == {"output_throughput", "median_tpot_ms"}
+    assert profile["serving_overhead_ms"] is None or profile["serving_overhead_ms"] < 100
+    assert profile["prefill_factor"] < profile["prefill_bounds"][1]
