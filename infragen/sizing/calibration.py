@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from infragen.architecture import ModelArchitecture
 from infragen.errors import InputError
@@ -34,6 +34,10 @@ SERVING_SHARE = 0.5
 #: Slowest factor a fit may set: a result 5x slower than the model says is a broken run or a wrong
 #: description (threads, GPU count), not an efficiency to learn (policy, not a measurement).
 MIN_FACTOR = 0.2
+#: Largest factor a profile may hold (its fields' own limit).
+MAX_FACTOR = 20.0
+#: Rounding a profile's figures went through (written to 4 decimals).
+BOUND_SLACK = 1e-4
 
 
 class _Frozen(BaseModel):
@@ -110,6 +114,21 @@ class CalibrationProfile(_Frozen):
     """Every measured figure: predicted before and after."""
     created: str = Field(max_length=40)
     """UTC time the profile was written."""
+
+    @model_validator(mode="after")
+    def _factors_within_their_bounds(self) -> CalibrationProfile:
+        """A factor outside the bounds it was fitted within (or bounds below MIN_FACTOR) was not written by
+        `calibrate`: a hand edit that would make every estimate on this hardware up to 100x off."""
+        for phase in ("decode", "prefill"):
+            low, high = getattr(self, f"{phase}_bounds")
+            factor = getattr(self, f"{phase}_factor")
+            if not MIN_FACTOR - BOUND_SLACK <= low <= high <= MAX_FACTOR:
+                raise ValueError(f"{phase}_bounds: [{low:g}, {high:g}] is not a range within [{MIN_FACTOR:g}, "
+                                 f"{MAX_FACTOR:g}]")
+            if not low - BOUND_SLACK <= factor <= high + BOUND_SLACK:
+                raise ValueError(f"{phase}_factor: {factor:g} lies outside {phase}_bounds [{low:g}, {high:g}], the "
+                                 "range it was fitted within")
+        return self
 
 
 @dataclass(frozen=True)

@@ -661,3 +661,23 @@ def test_a_bursts_ttft_is_queueing_not_a_serving_path(tmp_path: Path) -> None:
     assert bursts and {r["metric"] for r in bursts} == {"output_throughput", "median_tpot_ms"}
     assert profile["serving_overhead_ms"] is None or profile["serving_overhead_ms"] < 100
     assert profile["prefill_factor"] < profile["prefill_bounds"][1]
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("decode_factor", 19.9, "decode_factor: 19.9 lies outside decode_bounds"),
+    ("prefill_factor", 1e-300, "prefill_factor: 1e-300 lies outside prefill_bounds"),
+    ("decode_bounds", [0.01, 30], "decode_bounds: [0.01, 30] is not a range within [0.2, 20]"),
+])
+def test_a_hand_edited_factor_outside_its_bounds_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         field: str, value: object, needle: str) -> None:
+    out = _calibrate(tmp_path, [FIXTURES / "vllm-bench-serve-format.json"], "--model", "llama-3.1-8b",
+                     "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    profile = yaml.safe_load(out.read_text())
+    profile[field] = value
+    out.write_text(yaml.safe_dump(profile))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1",
+              "--input-len", "100", "--output-len", "100", "--concurrency", "1", "--calibration", str(out)])
+    assert exc.value.code == 2  # was accepted: x19.9 made TPOT 0.37 ms, x1e-300 the capacity 0 requests/s
+    assert needle in capsys.readouterr().err
