@@ -14,7 +14,8 @@ CpuArch = Literal["x86_64", "arm64"]
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # a figure of inf or NaN is no figure (a hardware file's inline record reaches here too)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Accelerator(_Record):

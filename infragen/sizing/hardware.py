@@ -58,7 +58,7 @@ def hardware_from_gpu(accelerator: Accelerator, count: int) -> Hardware:
 class MeasuredFigures(BaseModel):
     """Figures measured on the machine itself (`infragen hardware probe` writes them); they win over datasheets."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     memory_bandwidth_gb_per_s: float = Field(gt=0, le=100_000)
     """DRAM read bandwidth all cores reach together, GB/s (10^9 bytes/s) - a measurement, not the datasheet peak.
@@ -70,7 +70,7 @@ class MeasuredFigures(BaseModel):
     """The read rate by wall clock; far below the CPU-clock figure means the machine was busy (for the record)."""
     processes: int | None = Field(default=None, ge=1, le=100_000)
     """Processes that read at once (one per physical core)."""
-    buffer_mib: int | None = Field(default=None, ge=1)
+    buffer_mib: int | None = Field(default=None, ge=1, le=10**9)
     """Bytes streamed in all, MiB."""
     method: str = Field(default="", max_length=1000)
     """How it was measured."""
@@ -81,27 +81,27 @@ class MeasuredFigures(BaseModel):
 class HardwareFile(BaseModel):
     """An on-prem machine described in YAML (`--hardware FILE.yaml`), same fields as a catalog entry."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True, allow_inf_nan=False)
 
     name: str = "on-prem"
     """Description shown in the output."""
     gpu: str | Accelerator | None = None
     """A catalog GPU name/alias, or a full accelerator record (id, display_name, memory_gib, ...); None = CPU only."""
-    gpu_count: int = Field(default=0, ge=0)
+    gpu_count: int = Field(default=0, ge=0, le=1024)
     """GPUs in the machine."""
-    gpu_memory_gib: float | None = Field(default=None, gt=0)
+    gpu_memory_gib: float | None = Field(default=None, gt=0, le=100_000)
     """Usable memory per GPU, GiB (None = the driver-reported total where sourced, else the label)."""
     cpu: str | CpuModel | None = None
     """A catalog CPU id, or a full CPU record (simd, fp32_flops_per_cycle_per_core, memory_bandwidth_gb_per_s...)."""
-    vcpus: int | None = Field(default=None, gt=0)
+    vcpus: int | None = Field(default=None, gt=0, le=100_000)
     """Logical CPUs."""
-    physical_cores: int | None = Field(default=None, gt=0)
+    physical_cores: int | None = Field(default=None, gt=0, le=100_000)
     """Physical cores (llama.cpp threads); None = vcpus / threads_per_core."""
-    cpu_sockets: int = Field(default=1, ge=1)
+    cpu_sockets: int = Field(default=1, ge=1, le=64)
     """Sockets (bandwidth scales with them)."""
-    memory_gib: float | None = Field(default=None, gt=0)
+    memory_gib: float | None = Field(default=None, gt=0, le=1_000_000)
     """System RAM, GiB."""
-    network_gbps: float | None = Field(default=None, gt=0)
+    network_gbps: float | None = Field(default=None, gt=0, le=100_000)
     """Network bandwidth, Gbit/s."""
     rdma: Literal["none", "efa", "erdma"] = "none"
     """RDMA fabric."""

@@ -104,6 +104,22 @@ def test_hardware_file_round_trip(tmp_path: Path) -> None:
         load_hardware_file(path, catalog)
 
 
+@pytest.mark.parametrize("text, field", [
+    ("memory_gib: .inf\n", "memory_gib"),  # was accepted: the llama.cpp KV budget became NaN (exit 70)
+    ("memory_gib: 1.0e+300\n", "memory_gib"),
+    ("vcpus: 4\nmeasured: {memory_bandwidth_gb_per_s: .nan}\n", "measured.memory_bandwidth_gb_per_s"),
+    ("vcpus: 1000000000\n", "vcpus"),
+    ("cpu: {id: x, display_name: x, vendor: amd, arch: x86_64, microarchitecture: x, source: s, "
+     "sustained_clock_ghz: .inf}\n", "sustained_clock_ghz"),
+])
+def test_a_hardware_file_with_a_non_finite_or_absurd_figure_is_refused(tmp_path: Path, text: str,
+                                                                       field: str) -> None:
+    path = tmp_path / "box.yaml"
+    path.write_text("name: box\n" + text)
+    with pytest.raises(InputError, match=field.replace(".", r"\.")):
+        load_hardware_file(path, catalog_from_records([gpu()], [], []))
+
+
 def test_estimate_is_cheap(h100x8: Hardware) -> None:
     estimate_memory(LLAMA3_70B, h100x8, precision="bf16", tp=4)
     start = time.perf_counter()
