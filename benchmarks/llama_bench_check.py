@@ -47,8 +47,9 @@ class Fit:
 #: cpu.measured_bandwidth_fraction: the first run's F16 tg (F16 streams its weights with no dequantization, so its
 #: tg rate is the plainest read of what generation gets of the probed bandwidth). cpu.weight_kernels: the AVX2 set on
 #: that run's Q8_0 rows, the AVX-512 set on the 2026-12-04 run's six rows (TinyLlama shapes, Zen 4), the Zen 5 set
-#: on the 2026-12-05z5 run's six TinyLlama rows. Later runs (other tags, other shapes) and the other rows of the
-#: first stay independent checks: never fitted.
+#: on the 2026-12-05z5 run's six TinyLlama rows, the AMX set (Intel family 6 model 207, AMX compiled out as infragen's
+#: nodes build it) on the 2026-12-06x run's TinyLlama Q8_0 and Q4_0 rows (its F16 rows are read at the bandwidth and
+#: set nothing). Later runs (other tags, other shapes) and the other rows of the first stay independent checks.
 FITS = (
     Fit("", "tinyllama", ("fp16",), ("tg",), "cpu.measured_bandwidth_fraction"),
     Fit("", "tinyllama", ("q8_0",), ("tg", "pp"), "cpu.weight_kernels (x86_64 AVX2 without AVX-512)"),
@@ -56,6 +57,8 @@ FITS = (
         "cpu.weight_kernels (x86_64 AVX-512 without AMX)"),
     Fit("2026-12-05z5", "tinyllama", ("fp16", "q8_0", "q4_0"), ("tg", "pp"),
         "cpu.weight_kernels (x86_64 AVX-512 without AMX, Zen 5)"),
+    Fit("2026-12-06x", "tinyllama", ("q8_0", "q4_0"), ("tg", "pp"),
+        "cpu.weight_kernels (x86_64 AVX-512 with AMX compiled out)"),
 )
 #: The issue's target for llama.cpp decode on this machine.
 TARGET = 0.20
@@ -162,8 +165,9 @@ def report(rows: list[BenchRow]) -> list[str]:
     lines = ["\nllama.cpp check on the probed machines (benchmarks/data/llama_bench/, `estimate --hardware` with each "
              "run's probe (2026-12-03: machine.yaml, Zen 3, AVX2; 2026-12-04/04b/05: machine-2026-12-04*.yaml and "
              "machine-2026-12-05.yaml, Zen 4, AVX-512; 2026-12-05z5/z5b: machine-2026-12-05z5*.yaml, Zen 5, "
-             "AVX-512) vs llama-bench -o json; load = 1-minute load average before/after the type's runs on the "
-             "shared machine):"]
+             "AVX-512; 2026-12-06x/xb: machine-2026-12-06x*.yaml, Intel family 6 model 207, AVX-512 with AMX, "
+             "built without AMX as infragen's nodes are) vs llama-bench -o json; load = 1-minute load average "
+             "before/after the type's runs on the shared machine):"]
     for r in rows:
         role = "fitted" if fed(r) else "independent"
         load = "/".join(f"{x:.1f}" for x in r.load) or "?"

@@ -106,8 +106,9 @@ def weight_kernel(s: CpuSetup, weight_type: str | None) -> WeightKernel | None:
 
     The first kernel set whose arch, SIMD features and (where it names them) core designs match the CPU's applies:
     the kernels ggml-cpu picks depend on the features (repack.cpp repacks Q4_0 into q4_0_8x8 on any AVX2 CPU but
-    Q8_0 only on ARM and RISC-V; AVX-512 builds run 512-bit F16 GEMMs and VNNI int8 dot products; AMX CPUs hand
-    Q4_0/Q8_0 to the AMX buffer type), their rate per cycle on the core design. None: no set or no figures for the
+    Q8_0 only on ARM and RISC-V; AVX-512 builds run 512-bit F16 GEMMs and VNNI int8 dot products; an AMX CPU runs
+    the same kernels, since infragen's nodes compile AMX out, at its own rates), their rate per cycle on the core
+    design. None: no set or no figures for the
     type (the bandwidth/FP32 terms alone), or `weight_type` None (other llama.cpp builds).
     """
     if weight_type is None:

@@ -43,7 +43,10 @@ def test_avx512_kernels_apply_to_each_type_on_avx512_without_amx(avx512_host) ->
     kernels = {t: weight_kernel(s, t) for t in ("fp16", "q8_0", "q4_0")}
     assert all(k is not None for k in kernels.values())
     assert weight_kernel(s, None) is None and weight_kernel(s, "q4_k_m") is None
-    assert all(weight_kernel(replace(s, simd=(*s.simd, "amx")), t) is None for t in kernels)  # AMX kernels there
+    # an AMX CPU runs these kernels too (infragen's nodes compile AMX out) but at its own measured rates: the AMX
+    # set, Q8_0 and Q4_0 only (F16 decode is read at the bandwidth there)
+    amx = {t: weight_kernel(replace(s, simd=(*s.simd, "amx")), t) for t in kernels}
+    assert amx["fp16"] is None and all(amx[t] not in (None, kernels[t]) for t in ("q8_0", "q4_0"))
     # int8 GEMMs (VNNI) beat the FP32 rate, F16's does not reach it
     assert kernels["q4_0"].prompt_flops_factor > kernels["q8_0"].prompt_flops_factor > 1.0
     assert kernels["fp16"].prompt_flops_factor < 1.0
