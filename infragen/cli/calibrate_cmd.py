@@ -352,9 +352,9 @@ def _documents(text: str, path: Path) -> list[Any]:
                          "--save-result` files (one result, or one a line) or `llama-bench -o json` output") from None
 
 
-def calibration_kwargs(path: Path, hardware: Hardware, engine: str) -> dict[str, float]:
+def calibration_kwargs(path: Path, hardware: Hardware, engine: str, precision: str | None = None) -> dict[str, float]:
     """The estimate() arguments of the profile at `path` (its factors and any measured serving path), refused when
-    made for other hardware or engine."""
+    made for other hardware or engine; a note when measured with another weight type than `precision`."""
     cal = load_calibration(path, where="--calibration")
     profile = cal.profile
     if profile.engine != engine:
@@ -370,6 +370,9 @@ def calibration_kwargs(path: Path, hardware: Hardware, engine: str) -> dict[str,
                f"{profile.prefill_factor:.3f}{path_text}; median error on its {len(profile.residuals)} measured "
                f"figures {median_abs_error(profile.residuals, 'before'):.1%} before, "
                f"{median_abs_error(profile.residuals, 'after'):.1%} after", err=True)
+    other = None if precision is None else cal.other_type(precision)
+    if other is not None:
+        click.echo(f"note: {path}: {other}", err=True)
     return cal.estimate_kwargs()
 
 
@@ -401,6 +404,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     observations: list[Observation] = []
     inputs: list[CalibrationInput] = []
     engines = set()
+    weight_types: set[str] = set()
     for path in results:
         text = read_text_bounded(path, what="benchmark result", limit=RESULT_FILE_BYTES)
         docs = _documents(text, path)
@@ -415,10 +419,13 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
             if kind == "llama-bench":
                 engines.add("llama.cpp")
                 observations += _llama_bench(doc, where, model, hardware)
+                rows = doc["results"] if isinstance(doc, dict) else doc
+                weight_types |= {_LLAMA_BENCH_TYPES[str(r["model_type"]).split(" ", 2)[-1]] for r in rows}
             else:
                 if precision is None:
                     raise InputError(f"{path}: a vLLM result does not say the weight precision: pass --precision")
                 engines.add("vllm")
+                weight_types.add(precision)
                 _say_stops(doc, where)
                 observations += _vllm_result(doc, where, model, hardware, precision,
                                              tp or max(1, hardware.gpu_count), replicas)
@@ -444,7 +451,8 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
         decode_factor=round(decode, 4), prefill_factor=round(prefill, 4), serving_overhead_ms=fit.serving_ms,
         decode_bounds=(round(bounds["decode"][0], 4), round(bounds["decode"][1], 4)),
         prefill_bounds=(round(bounds["prefill"][0], 4), round(bounds["prefill"][1], 4)),
-        inputs=inputs, residuals=rows, created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        weight_types=sorted(weight_types), inputs=inputs, residuals=rows,
+        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     )
     for r in rows:
         floor = " (at least)" if r.at_least else ""

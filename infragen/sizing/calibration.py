@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -108,6 +108,11 @@ class CalibrationProfile(_Frozen):
     the bandwidth figure the model uses."""
     prefill_bounds: tuple[float, float]
     """Range of the prefill fit: MIN_FACTOR .. 100 % of the compute peak."""
+    weight_types: list[Annotated[str, Field(max_length=40)]] | None = Field(default=None, max_length=20)
+    """The weight types the results ran (vLLM: `calibrate --precision`; llama-bench: its model types as GGUF
+    names). Its factors are applied to other types too, with a note: other types run other kernels, whose errors
+    differ (the Intel llama-bench runs: F16 decode +15 % where Q4_0 is -1 %). None: a profile written before
+    2026-12-06, which does not say."""
     inputs: list[CalibrationInput]
     """The result files, with digests."""
     residuals: list[Residual]
@@ -435,6 +440,15 @@ class Calibration:
     def measured_on(self) -> str:
         """The hardware as the profile names it (its GPUs when it has them)."""
         return self.profile.gpus or self.profile.hardware
+
+    def other_type(self, precision: str) -> str | None:
+        """A note when the profile was measured with weight types other than `precision`, else None."""
+        types = self.profile.weight_types
+        if not types or precision in types:
+            return None
+        return (f"the calibration was measured with {', '.join(types)} weights and this runs {precision}: its factors "
+                "are applied, but another weight type runs other kernels and may miss differently; calibrate with a "
+                f"result of {precision}")
 
     def why_not(self, hardware: Hardware, engine: str) -> str | None:
         """None when the profile holds for `engine` on `hardware`, else why not (one clause).

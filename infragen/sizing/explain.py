@@ -330,8 +330,9 @@ def explain_type(spec: WorkloadSpec, catalog: Catalog, result: SearchResult, ins
 def _factors_text(cal: Calibration) -> str:
     p = cal.profile
     path = "" if p.serving_overhead_ms is None else f", serving path {p.serving_overhead_ms:.1f} ms"
+    types = f", measured with {', '.join(p.weight_types)} weights" if p.weight_types else ""
     return (f"{p.engine} on {cal.measured_on}: generation x{p.decode_factor:.3f}, prompt x{p.prefill_factor:.3f}"
-            f"{path}; sha256 {cal.sha256[:12]}")
+            f"{path}{types}; sha256 {cal.sha256[:12]}")
 
 
 def _why_not(cal: Calibration, c: Candidate) -> str | None:
@@ -353,7 +354,8 @@ def calibration_sentence(cal: Calibration, applied: list[str], others: list[str]
                 f"other hardware or another engine (a profile holds only where it was measured).")
     shown = ", ".join(applied[:CALIBRATED_SHOWN]) + (f" and {len(applied) - CALIBRATED_SHOWN} more"
                                                      if len(applied) > CALIBRATED_SHOWN else "")
-    chosen_too = ("the chosen plan is calibrated" if _why_not(cal, chosen) is None
+    other = cal.other_type(chosen.sizing.layout.precision)
+    chosen_too = ("the chosen plan is calibrated" + (f" ({other})" if other else "") if _why_not(cal, chosen) is None
                   else f"the chosen {chosen.sizing.instance.id} is not calibrated ({_why_not(cal, chosen)})")
     return (f"{head} changed the estimates of {len(applied)} instance type(s) ({shown}); the other "
             f"{len(others)} are other hardware or another engine and are estimated uncalibrated; {chosen_too}.")

@@ -183,3 +183,15 @@ def test_profile_that_is_not_yaml_mapping_is_exit_2(tmp_path: Path, capsys: pyte
 def test_calibration_field_form_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "validate", str(workload(tmp_path, calibration="")))
     assert code == 2 and "calibration" in err
+
+
+def test_the_plan_says_when_the_profile_measured_another_weight_type(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    w = workload(tmp_path, "cpu-edge")  # plans q4_k_m weights
+    chosen = plan_json(capsys, str(w))["deployment"]["instance_type"]
+    p = profile(tmp_path, engine="llama.cpp", hardware=chosen, decode=1.0, prefill=1.0, weight_types=["q4_0"])
+    lines = " ".join(plan_json(capsys, str(w), "--calibration", str(p))["explanation"])
+    assert "measured with q4_0 weights" in lines and "this runs q4_k_m" in lines
+    same = profile(tmp_path, "same.yaml", engine="llama.cpp", hardware=chosen, decode=1.0, prefill=1.0,
+                   weight_types=["q4_k_m"])
+    assert "this runs" not in " ".join(plan_json(capsys, str(w), "--calibration", str(same))["explanation"])

@@ -681,3 +681,26 @@ def test_a_hand_edited_factor_outside_its_bounds_exits_2(tmp_path: Path, capsys:
               "--input-len", "100", "--output-len", "100", "--concurrency", "1", "--calibration", str(out)])
     assert exc.value.code == 2  # was accepted: x19.9 made TPOT 0.37 ms, x1e-300 the capacity 0 requests/s
     assert needle in capsys.readouterr().err
+
+
+def test_a_profile_records_its_weight_types_and_notes_another(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # the Intel runs: one type's factor moved another's predictions (calibrate-on-one 5.6 % -> 11.8 % there)
+    run = BENCH / "llama-bench-tinyllama-f16-2026-12-06xb.json"
+    hw = str(BENCH / "machine-2026-12-06xb.yaml")
+    out = _calibrate(tmp_path, [run], "--model", str(BENCH / "tinyllama-1.1b-config.json"), "--hardware", hw)
+    assert yaml.safe_load(out.read_text())["weight_types"] == ["fp16"]
+    est = ["estimate", "--model", str(BENCH / "tinyllama-1.1b-config.json"), "--engine", "llama.cpp", "--hardware", hw,
+           "--input-len", "100", "--output-len", "50", "--concurrency", "1", "--calibration", str(out)]
+    capsys.readouterr()
+    main([*est, "--precision", "fp16"])
+    assert "note:" not in capsys.readouterr().err
+    main([*est, "--precision", "q4_0"])
+    err = capsys.readouterr().err
+    assert "measured with fp16 weights and this runs q4_0" in err and "calibrate with a result of q4_0" in err
+
+
+def test_a_vllm_profile_records_the_precision_it_was_given(tmp_path: Path) -> None:
+    out = _calibrate(tmp_path, [FIXTURES / "vllm-bench-serve-format.json"], "--model", "llama-3.1-8b",
+                     "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    assert yaml.safe_load(out.read_text())["weight_types"] == ["bf16"]
