@@ -27,6 +27,7 @@ from infragen.sizing.calibration import (
     Phase,
     fit_calibration,
     physical_bounds,
+    relative_error,
     serving_ms,
     vllm_peak_fractions,
 )
@@ -75,8 +76,7 @@ class Figure:
 
     def error(self, factors: tuple[float, float], serving_delta_ms: float = 0.0) -> float:
         shift = serving_delta_ms if self.serving_path else 0.0
-        err = (self.predict(*factors) + shift) / self.measured - 1.0
-        return min(0.0, err) if self.at_least else err
+        return relative_error(self.predict(*factors) + shift, self.measured, self.at_least)
 
 
 def vllm_figures() -> list[Figure]:

@@ -80,42 +80,48 @@ def _shown(value: object) -> str:
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 
+def _llama_bench_type(r: dict[str, Any], where: str, i: int) -> str:
+    """infragen's GGUF precision name of a llama-bench row's `model_type` (`llama 1B Q4_0` -> q4_0); exit 2 else."""
+    precision = _LLAMA_BENCH_TYPES.get(str(r.get("model_type", "")).split(" ", 2)[-1])
+    if precision is None:
+        raise InputError(f"{where}: [{i}].model_type: {r.get('model_type')!r} is not a type infragen models "
+                         f"(one of {', '.join(_LLAMA_BENCH_TYPES)})")
+    return precision
+
+
 def _llama_bench(doc: Any, where: str, model: ModelArchitecture, hardware: Hardware) -> list[Observation]:
     from infragen.sizing.estimate import estimate
 
     rows = doc["results"] if isinstance(doc, dict) else doc
     out = []
     for i, r in enumerate(rows):
-        suffix = str(r.get("model_type", "")).split(" ", 2)[-1]
-        precision = _LLAMA_BENCH_TYPES.get(suffix)
-        if precision is None:
-            raise InputError(f"{where}: [{i}].model_type: {r.get('model_type')!r} is not a type infragen models "
-                             f"(one of {', '.join(_LLAMA_BENCH_TYPES)})")
+        precision = _llama_bench_type(r, where, i)
         n_prompt, n_gen = int(_number(r, "n_prompt", where)), int(_number(r, "n_gen", where))
         measured = _speed(r, "avg_ts", where)
-        if n_gen > 0 or n_prompt > 0:
-            est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=max(1, n_prompt),
-                           output_len=max(1, n_gen), concurrency=1)
-            if not est.fits:
-                raise InputError(f"{where}: [{i}]: a test of {n_prompt} prompt + {n_gen} generated tokens: "
-                                 f"{est.reason}; check --model and the file")
+        if n_gen <= 0 and n_prompt <= 0:
+            continue
+
+        def run(d: float, p: float, precision: str = precision, n_prompt: int = n_prompt,
+                n_gen: int = n_gen) -> Estimate:  # a tgN test (after n_prompt tokens) or a ppN one (1 token out)
+            return estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=max(1, n_prompt),
+                            output_len=max(1, n_gen), concurrency=1, decode_factor=d, prefill_factor=p)
+
+        first = run(1.0, 1.0)
+        if not first.fits:
+            raise InputError(f"{where}: [{i}]: a test of {n_prompt} prompt + {n_gen} generated tokens: "
+                             f"{first.reason}; check --model and the file")
         if n_gen > 0:
-            def tg(d: float, p: float, precision: str = precision, n_prompt: int = n_prompt,
-                   n_gen: int = n_gen) -> float:
-                est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=max(1, n_prompt),
-                               output_len=n_gen, concurrency=1, decode_factor=d, prefill_factor=p)
-                return 1e3 / est.tpot_ms
+            def tg(d: float, p: float, run: Any = run) -> float:
+                return 1e3 / run(d, p).tpot_ms
 
             out.append(Observation(f"{where}[{i}]", f"tg{n_gen}_{precision}_tokens_per_s", "decode", measured,
-                                   tg(1.0, 1.0), model=tg))
-        elif n_prompt > 0:
-            def pp(d: float, p: float, precision: str = precision, n_prompt: int = n_prompt) -> float:
-                est = estimate(model, hardware, precision=precision, engine="llama.cpp", input_len=n_prompt,
-                               output_len=1, concurrency=1, decode_factor=d, prefill_factor=p)
-                return n_prompt / (est.ttft_ms / 1e3)
+                                   1e3 / first.tpot_ms, model=tg))
+        else:
+            def pp(d: float, p: float, run: Any = run, n_prompt: int = n_prompt) -> float:
+                return n_prompt / (run(d, p).ttft_ms / 1e3)
 
             out.append(Observation(f"{where}[{i}]", f"pp{n_prompt}_{precision}_tokens_per_s", "prefill", measured,
-                                   pp(1.0, 1.0), model=pp))
+                                   n_prompt / (first.ttft_ms / 1e3), model=pp))
     return out
 
 
@@ -420,7 +426,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
                 engines.add("llama.cpp")
                 observations += _llama_bench(doc, where, model, hardware)
                 rows = doc["results"] if isinstance(doc, dict) else doc
-                weight_types |= {_LLAMA_BENCH_TYPES[str(r["model_type"]).split(" ", 2)[-1]] for r in rows}
+                weight_types |= {_llama_bench_type(r, where, i) for i, r in enumerate(rows)}
             else:
                 if precision is None:
                     raise InputError(f"{path}: a vLLM result does not say the weight precision: pass --precision")

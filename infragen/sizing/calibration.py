@@ -40,6 +40,12 @@ MAX_FACTOR = 20.0
 BOUND_SLACK = 1e-4
 
 
+def relative_error(predicted: float, measured: float, at_least: bool = False) -> float:
+    """predicted / measured - 1; for a floor (`at_least`: the engine served at least `measured`) only a shortfall."""
+    err = predicted / measured - 1.0
+    return min(0.0, err) if at_least else err
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -74,8 +80,7 @@ class Residual(_Frozen):
 
     def error(self, which: Literal["before", "after"]) -> float:
         """predicted / measured - 1 (a floor's: 0 at or above it)."""
-        err = getattr(self, which) / self.measured - 1.0
-        return min(0.0, err) if self.at_least else err
+        return relative_error(getattr(self, which), self.measured, self.at_least)
 
 
 class CalibrationProfile(_Frozen):
