@@ -58,6 +58,9 @@ class Figure:
     fractions: tuple[float, float] | None = None
     """vLLM: the largest bandwidth and compute shares the run's setup is modelled at (the physical bounds
     `infragen calibrate` fits its factors within); None: llama.cpp's bounds."""
+    shape: str = ""
+    """ModelArchitecture.speed_shape of the model it ran: a calibration applies only to figures of its own shapes, as
+    `estimate`/`plan` apply a profile (Calibration.for_model)."""
     serving_path: bool = False
     """A TTFT holding the serving path once (vLLM), which a calibrated path moves."""
     at_least: bool = False
@@ -116,7 +119,7 @@ def vllm_figures() -> list[Figure]:
         fractions = vllm_peak_fractions(model, hw, precision_of(row["precision"], acc.id), tp)
         out.append(Figure(result, f"vllm on {hw.name}", f"vllm {version} {name} {row['precision'].split()[0]}",
                           f"{row['id']} {row['metric']}", _VLLM_PHASE[row["metric"]], measured, predict,
-                          as_time=row["metric"].endswith("_ms"), fractions=fractions,
+                          as_time=row["metric"].endswith("_ms"), fractions=fractions, shape=model.speed_shape(),
                           serving_path=row["metric"] == "ttft_ms"))
     return out
 
@@ -163,7 +166,7 @@ def llama_bench_figures(independent_only: bool = True) -> list[Figure]:
             out.append(Figure(path.stem.removeprefix("llama-bench-"), f"llama.cpp on {cpu}",
                               f"{m['shape']} {precision}", f"{test} {precision}",
                               "decode" if r["n_gen"] > 0 else "prefill", max(r.get("samples_ts") or [r["avg_ts"]]),
-                              predict))
+                              predict, shape=model.speed_shape()))
     return out
 
 
@@ -178,6 +181,8 @@ class Trial:
     after: list[float]
     serving_ms: float | None = None
     """The serving path it fitted (ms), None when its TTFTs did not measure one."""
+    applied: tuple[bool, ...] | None = None
+    """Per other figure: whether it ran this result's model shapes (the figures the profile changes); None: all."""
 
 
 def trials(figures: list[Figure], engine: str, bandwidth_measured: bool = False, by_setup: bool = False,
@@ -196,8 +201,10 @@ def trials(figures: list[Figure], engine: str, bandwidth_measured: bool = False,
             fit = fit_calibration([f.observation() for f in own], bounds, serving_ms(engine))
             factors = (fit.decode, fit.prefill)
             others = [f for r, fs in results.items() if r != result for f in fs]
+            applied = [f.shape == own[0].shape for f in others]  # a profile holds for its model's shapes only
             out.append(Trial(hw, result, factors, [f.error((1.0, 1.0)) for f in others],
-                             [f.error(factors, fit.serving_delta_ms) for f in others], fit.serving_ms))
+                             [f.error(factors, fit.serving_delta_ms) if a else f.error((1.0, 1.0))
+                              for f, a in zip(others, applied, strict=True)], fit.serving_ms, tuple(applied)))
     return out
 
 
@@ -235,6 +242,13 @@ def report_lines(title: str, ts: list[Trial], verbose: bool = True) -> list[str]
                  f"uncalibrated {was}); "
                  f"median|err| {_median_abs(before):.1%} before -> {_median_abs(after):.1%} after; target "
                  f"{'met' if inside == len(after) else 'not met'}")
+    pairs = [(b, a) for t in ts for i, (b, a) in enumerate(zip(t.before, t.after, strict=True))
+             if t.applied is None or t.applied[i]]
+    if len(pairs) < len(after):
+        lines.append(f"  of them of the calibrating result's model (the ones a profile changes): {len(pairs)}, within "
+                     f"{TARGET:.0%} {sum(abs(a) <= TARGET for _, a in pairs)} (uncalibrated "
+                     f"{sum(abs(b) <= TARGET for b, _ in pairs)}); median|err| {_median_abs([b for b, _ in pairs]):.1%}"
+                     f" -> {_median_abs([a for _, a in pairs]):.1%}")
     return lines
 
 

@@ -6,6 +6,8 @@ Pure data plus parameter arithmetic; no I/O.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationInfo, field_validator, model_validator
@@ -17,6 +19,13 @@ from infragen.identifiers import ModelId, Text, shown
 MAX_FIGURE = 10**9
 
 AttentionKind = Literal["mha", "gqa", "mqa", "mla"]
+
+#: Fields that name, source or bound a model without changing how fast a token is computed: left out of
+#: ModelArchitecture.speed_shape (Llama-3-8B and Llama-3.1-8B differ only in context and rope, and share it).
+_NOT_SPEED = frozenset({
+    "id", "display_name", "max_position_embeddings", "original_max_position_embeddings", "yarn_factor",
+    "rope_theta", "hf_repo", "published_params_b", "published_active_params_b", "published_params_source",
+    "published_active_includes_embedding", "source", "aliases", "notes"})
 
 
 class ModelArchitecture(BaseModel):
@@ -163,6 +172,14 @@ class ModelArchitecture(BaseModel):
         if native is not None and native >= self.max_position_embeddings:
             raise bad("original_max_position_embeddings", "must be below max_position_embeddings")
         return self
+
+    def speed_shape(self) -> str:
+        """16 hex digits naming the figures a speed estimate reads (widths, counts, experts, attention kind): two
+        records with the same fingerprint run the same kernels at the same sizes. A calibration profile holds for
+        that shape only (sizing/calibration.py), whatever the record is called: names, sources, context limits
+        and rope settings are left out."""
+        speed = self.model_dump(mode="json", exclude=_NOT_SPEED)
+        return hashlib.sha256(json.dumps(speed, sort_keys=True).encode()).hexdigest()[:16]
 
     # ------------------------------------------------------------------ derived shape
     @property

@@ -358,14 +358,18 @@ def _documents(text: str, path: Path) -> list[Any]:
                          "--save-result` files (one result, or one a line) or `llama-bench -o json` output") from None
 
 
-def calibration_kwargs(path: Path, hardware: Hardware, engine: str, precision: str | None = None) -> dict[str, float]:
+def calibration_kwargs(path: Path, hardware: Hardware, engine: str, model: ModelArchitecture,
+                       precision: str | None = None) -> dict[str, float]:
     """The estimate() arguments of the profile at `path` (its factors and any measured serving path), refused when
-    made for other hardware or engine; a note when measured with another weight type than `precision`."""
-    cal = load_calibration(path, where="--calibration")
+    made for other hardware, engine or model shapes; a note when measured with another weight type than
+    `precision`."""
+    cal = load_calibration(path, where="--calibration").for_model(model)
     profile = cal.profile
     if profile.engine != engine:
         raise InputError(f"{path}: engine: the profile was measured with {profile.engine}, this estimate is "
                          f"{engine}; calibrate with results of {engine}")
+    if cal.other_model is not None:
+        raise InputError(f"{path}: model: {cal.other_model.replace('this runs', 'this estimate runs')}")
     why = cal.why_not(hardware, engine)
     if why is not None:
         raise InputError(f"{path}: hardware: {why.replace('this candidate', 'this estimate')}; a calibration only "
@@ -457,7 +461,8 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
         decode_factor=round(decode, 4), prefill_factor=round(prefill, 4), serving_overhead_ms=fit.serving_ms,
         decode_bounds=(round(bounds["decode"][0], 4), round(bounds["decode"][1], 4)),
         prefill_bounds=(round(bounds["prefill"][0], 4), round(bounds["prefill"][1], 4)),
-        weight_types=sorted(weight_types), inputs=inputs, residuals=rows,
+        weight_types=sorted(weight_types), model=model.id, model_shape=model.speed_shape(), inputs=inputs,
+        residuals=rows,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     )
     for r in rows:

@@ -208,7 +208,7 @@ def estimate(
     if calibration_file is not None:
         from infragen.cli.calibrate_cmd import calibration_kwargs
 
-        calibrated = calibration_kwargs(calibration_file, hardware, engine, precision)
+        calibrated = calibration_kwargs(calibration_file, hardware, engine, model, precision)
     if tp is None:
         tp = max(1, hardware.gpu_count * nodes // pp) if engine == "vllm" else 1
     if rate_per_s is not None:

@@ -30,7 +30,8 @@ TOP_ROWS = 10
               help=f"List every instance type considered (the table shows the best {TOP_ROWS} others by default).")
 @click.option("--calibration", "calibration", type=click.Path(path_type=Path), default=None,
               help="Calibration profile from `infragen calibrate` (replaces the workload's `calibration:`): its "
-                   "factors apply to the candidates on the hardware and engine it was measured on.")
+                   "factors apply to the candidates on the hardware and engine it was measured on, for a model of the "
+                   "shapes it was measured with.")
 @click.option("--explain", "explain_type", default=None, metavar="TYPE",
               help="Say in one paragraph why instance type TYPE was or was not chosen (also for infeasible "
                    "workloads), layout by layout, and exit.")

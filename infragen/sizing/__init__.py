@@ -101,7 +101,8 @@ def _prepare(path: Path | str, catalog: Catalog | None, prices: Path | None, cal
         catalog = apply_price_overrides(catalog, extra, where=str(prices))
         spec = spec.model_copy(update={"prices": [*spec.prices, *extra]})
     check_scope(spec, catalog, where=str(path))
-    return spec, model, catalog, spec.resolved_name(path), _calibration(path, spec, calibration)
+    cal = _calibration(path, spec, calibration)
+    return spec, model, catalog, spec.resolved_name(path), None if cal is None else cal.for_model(model)
 
 
 def explain_file(path: Path | str, instance_type: str, *, catalog: Catalog | None = None,
@@ -115,7 +116,10 @@ def explain_file(path: Path | str, instance_type: str, *, catalog: Catalog | Non
 def plan_workload(spec: WorkloadSpec, *, catalog: Catalog, model: ModelArchitecture, workload_name: str,
                   estimator: Estimator = estimate, calibration: Calibration | None = None) -> Plan:
     """The cheapest candidate meeting every constraint, as a Plan (InfeasibleError when there is none).
-    `calibration`: a profile applied to the candidates on its hardware and engine, recorded in the plan."""
+    `calibration`: a profile applied to the candidates on its hardware and engine (when it was measured with a
+    model of this one's shapes), recorded in the plan."""
+    if calibration is not None:
+        calibration = calibration.for_model(model)
     result = search(spec, model, catalog, estimator, calibration)
     feasible = result.feasible
     if not feasible:

@@ -3,7 +3,8 @@
 Fits factors from (measured, predicted) pairs within physical bounds, describes the profile file, reads one back
 and says which machines it holds for; reading result files and printing lives in cli/calibrate_cmd.py.
 estimate() and the load model apply the factors when given them; the search applies a profile only to the
-candidates on the hardware and engine it was measured on (`Calibration.why_not`).
+candidates on the hardware and engine it was measured on, for a model of the shapes it was measured with
+(`Calibration.for_model`, `Calibration.why_not`).
 """
 
 from __future__ import annotations
@@ -118,6 +119,16 @@ class CalibrationProfile(_Frozen):
     names). Its factors are applied to other types too, with a note: other types run other kernels, whose errors
     differ (the Intel llama-bench runs: F16 decode +15 % where Q4_0 is -1 %). None: a profile written before
     2026-12-06, which does not say."""
+    model: str | None = Field(default=None, max_length=200)
+    """The model the results ran (`calibrate --model`: its registry id, or the config file's name)."""
+    model_shape: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")
+    """ModelArchitecture.speed_shape of that model. The profile holds for estimates of a model of this shape only:
+    calibrated on one result, the other results of the same hardware moved away from their measurements where they
+    ran another model (benchmarks/calibrate_check.py: vLLM within 10 % 510 -> 437 of 1,267 figures, llama.cpp 206
+    -> 192 of 312) and towards them where they ran the same one (205 -> 224 of 423, 122 -> 132 of 195): the model's
+    errors follow a model's shapes, and a factor learnt on one shape carries its error there (only on the Zen 5
+    machine, whose every figure the model missed the same way, did other models gain: 132 -> 149 of 180).
+    None: a profile written before 2026-12-06, which holds for any model, as it did then."""
     inputs: list[CalibrationInput]
     """The result files, with digests."""
     residuals: list[Residual]
@@ -431,6 +442,19 @@ class Calibration:
     profile: CalibrationProfile
     file: str
     sha256: str
+    other_model: str | None = None
+    """Why it does not hold for the model being estimated or planned (set by `for_model`), None when it does."""
+
+    def for_model(self, model: ModelArchitecture) -> Calibration:
+        """This calibration as it applies to estimates of `model`: to none of them when the profile was measured
+        with a model of another shape (CalibrationProfile.model_shape)."""
+        p = self.profile
+        if p.model_shape is None or p.model_shape == model.speed_shape():
+            return replace(self, other_model=None)
+        return replace(self, other_model=(
+            f"it was measured with {p.model or 'another model'}, this runs {model.id}, a model of other shapes "
+            "(calibrate with a result of this model: a factor fitted on one model's shapes moved other models' "
+            "estimates away from their measurements)"))
 
     def estimate_kwargs(self) -> dict[str, float]:
         """What estimate(), the load model and the open-loop sizing take from it: the two factors and, when it
@@ -462,6 +486,8 @@ class Calibration:
         p = self.profile
         if engine != p.engine:
             return f"it was measured with {p.engine}, this candidate runs {engine}"
+        if self.other_model is not None:
+            return self.other_model
         names = {hardware.name, gpu_set(hardware)}
         if p.cpu is not None and p.engine == "llama.cpp" and cpu_of(hardware) not in (None, p.cpu):
             return f"it was measured on {p.hardware} ({p.cpu}), this candidate is {hardware.name} ({cpu_of(hardware)})"

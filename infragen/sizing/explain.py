@@ -350,6 +350,8 @@ def calibration_sentence(cal: Calibration, applied: list[str], others: list[str]
     """The plan's line on the profile: what it changed, what it could not, whether the chosen plan is calibrated."""
     head = f"The calibration {cal.file} ({_factors_text(cal)})"
     if not applied:
+        if cal.other_model is not None:
+            return f"{head} applied to no candidate: {cal.other_model}."
         return (f"{head} applied to no candidate: every one of the {len(others)} instance types considered is "
                 f"other hardware or another engine (a profile holds only where it was measured).")
     shown = ", ".join(applied[:CALIBRATED_SHOWN]) + (f" and {len(applied) - CALIBRATED_SHOWN} more"

@@ -442,7 +442,10 @@ def _limit_problem(spec: WorkloadSpec, nodes: int, usd_per_hour: float | None) -
 def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
            estimator: Estimator = default_estimator, calibration: Calibration | None = None) -> SearchResult:
     """Evaluate every candidate in scope; nothing is dropped without a reason. `calibration`: a profile whose
-    factors apply to the candidates on the hardware and engine it was measured on (Calibration.why_not)."""
+    factors apply to the candidates on the hardware and engine it was measured on, when `model` has the shapes it
+    was measured with (Calibration.for_model, Calibration.why_not)."""
+    if calibration is not None:
+        calibration = calibration.for_model(model)
     allow, deny = set(spec.instance_families.allow), set(spec.instance_families.deny)
     result = SearchResult()
     # Sizes and regions sharing their GPUs share estimates and open-loop sizings (sizing/memo.py); a load model

@@ -195,3 +195,21 @@ def test_the_plan_says_when_the_profile_measured_another_weight_type(
     same = profile(tmp_path, "same.yaml", engine="llama.cpp", hardware=chosen, decode=1.0, prefill=1.0,
                    weight_types=["q4_k_m"])
     assert "this runs" not in " ".join(plan_json(capsys, str(w), "--calibration", str(same))["explanation"])
+
+
+def test_a_profile_of_another_model_applies_to_no_candidate_and_says_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from infragen.catalog.models import resolve_model
+
+    w = workload(tmp_path)
+    plain = plan_json(capsys, str(w))
+    planned = resolve_model(yaml.safe_load(w.read_text())["model"], base_dir=ROOT, where="t")
+    other = resolve_model("mixtral-8x7b", base_dir=ROOT, where="t")
+    assert other.speed_shape() != planned.speed_shape()
+    p = profile(tmp_path, model="mixtral-8x7b", model_shape=other.speed_shape())
+    calibrated = plan_json(capsys, str(w), "--calibration", str(p))
+    assert calibrated["deployment"] == plain["deployment"] and calibrated["calibration"]["applied_to"] == []
+    said = calibrated["explanation"][-1]
+    assert "applied to no candidate: it was measured with mixtral-8x7b" in said and f"runs {planned.id}" in said
+    same = profile(tmp_path, "same.yaml", model=planned.id, model_shape=planned.speed_shape())
+    assert plan_json(capsys, str(w), "--calibration", str(same))["calibration"]["applied_to"]

@@ -37,3 +37,14 @@ def test_the_independent_rows_give_trials_on_both_engines() -> None:
     assert cpu and all(t.hardware.startswith("llama.cpp on ") for t in cpu)
     text = "\n".join(cc.report(verbose=False))
     assert text.count("; target ") == 3  # each of the three sections says met or not met
+
+
+def test_a_result_calibrates_only_figures_of_its_models_shapes() -> None:
+    # as estimate/plan apply a profile (Calibration.for_model): another model's figures stay uncalibrated
+    same = [cc.Figure(r, "hw", "s", "m", "decode", 10.0, lambda d, p: 13.0 * d, shape="a") for r in ("x", "y")]
+    other = cc.Figure("z", "hw", "s", "m", "decode", 10.0, lambda d, p: 7.0 * d, shape="b")
+    on_x = next(t for t in cc.trials([*same, other], "vllm") if t.result == "x")
+    assert on_x.applied == (True, False)
+    assert on_x.after[0] == pytest.approx(0.0, abs=1e-6) and on_x.after[1] == pytest.approx(-0.3)
+    lines = cc.report_lines("t", cc.trials([*same, other], "vllm"))
+    assert any("of the calibrating result's model (the ones a profile changes): 2," in line for line in lines)
