@@ -161,6 +161,13 @@ class OnlineRun:
         hw = hardware_from_gpu(load_catalog().accelerator(self.gpu), self.gpus_per_engine)
         return vllm_peak_fractions(load_hf_config(DATA / self.model_config), hw, self.precision, self.gpus_per_engine)
 
+    def shape(self) -> str:
+        """The model's speed shape: a profile of this run calibrates only runs of the same shapes (as `plan` and
+        `estimate` apply one, Calibration.for_model)."""
+        from infragen.catalog.hf_config import load_hf_config
+
+        return load_hf_config(DATA / self.model_config).speed_shape()
+
     def point(self, decode: float = 1.0, prefill: float = 1.0) -> dict[str, float]:
         """The load model's figures (ms) at this engine's rate; inf past saturation."""
         return _point(self.model_config, self.gpu, self.gpus_per_engine, self.precision, self.input_len,
@@ -237,7 +244,7 @@ def figures(runs: list[OnlineRun]) -> list[Figure]:
 
             out.append(Figure(f"{run.file}[{run.line}] {run.label}", f"vllm on {run.gpus}", run.model_config,
                               "output_throughput_floor", "decode", served, capacity,
-                              fractions=run.peak_fractions(), at_least=True))
+                              fractions=run.peak_fractions(), at_least=True, shape=run.shape()))
             continue
         for metric in ("median_tpot_ms", "mean_tpot_ms", "median_ttft_ms"):
             if metric not in run.measured:
@@ -248,7 +255,8 @@ def figures(runs: list[OnlineRun]) -> list[Figure]:
 
             out.append(Figure(f"{run.file}[{run.line}] {run.label}", f"vllm on {run.gpus}", run.model_config,
                               metric, METRICS[metric][1], run.measured[metric], predict, as_time=True,
-                              fractions=run.peak_fractions(), serving_path=metric == "median_ttft_ms"))
+                              fractions=run.peak_fractions(), serving_path=metric == "median_ttft_ms",
+                              shape=run.shape()))
     return out
 
 
