@@ -79,3 +79,26 @@ def test_hostile_llama_bench_output_never_crashes(data: st.DataObject) -> None:
     rows[i] = _mutated(rows[i], LLAMA_KEYS, data.draw)
     _run("bench.json", json.dumps(rows), "--model", str(DATA / "llama_bench" / "llama-3.1-8b-config.json"),
          "--hardware", str(DATA / "llama_bench" / LLAMA["hardware_file"]))
+
+
+PROFILE = {"schema_version": 1, "kind": "infragen-calibration", "engine": "vllm", "hardware": "1 x h100-sxm-80gb",
+           "gpus": "1 x h100-sxm-80gb", "decode_factor": 1.1, "prefill_factor": 0.9, "decode_bounds": [0.2, 1.198],
+           "prefill_bounds": [0.2, 1.333], "weight_types": ["bf16"], "model": "llama-3.1-8b",
+           "model_shape": "931db1161aecd5e4", "inputs": [], "residuals": [], "created": "2026-12-06T13:00:00+00:00"}
+PROFILE_KEYS = [*PROFILE, "serving_overhead_ms", "cpu"]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_hostile_profiles_never_crash_estimate_or_plan(data: st.DataObject) -> None:
+    doc = _mutated(PROFILE, PROFILE_KEYS, data.draw)
+    model = data.draw(st.sampled_from(["llama-3.1-8b", "qwen2.5-7b"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "profile.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        r = run_cli("estimate", "--model", model, "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1",
+                    "--input-len", "100", "--output-len", "50", "--concurrency", "4", "--calibration", str(path))
+        assert "Traceback" not in r.err and "internal error" not in r.err, r.err
+        assert r.code in (0, 2), (r.code, r.err)
+        if r.code == 2:
+            assert f"Error: {path}" in r.err or "Error: --calibration" in r.err, r.err
