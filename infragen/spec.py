@@ -338,9 +338,10 @@ class WorkloadSpec(_Strict):
     calibration: Annotated[str, Field(min_length=1, max_length=500)] | None = None
     """A calibration profile (the YAML `infragen calibrate RESULT... -o FILE` writes; a path relative to this file).
     Its speed factors (and, for vLLM, the serving path it measured) apply only to the candidates on the hardware
-    and engine it was measured on (for vLLM: the same GPUs, N x GPU), and only when this workload's model has the
-    shapes of the model it was measured with (to no candidate otherwise); the plan says which candidates it changed
-    and which it could not, and records the profile's digest. `infragen plan --calibration FILE` replaces it."""
+    and engine it was measured on (for vLLM: engines of the GPU and tensor-parallel size it measured, on any
+    machine), and only when this workload's model has the shapes of the model it was measured with (to no
+    candidate otherwise); the plan says which candidates it changed and which it could not, and records the
+    profile's digest. `infragen plan --calibration FILE` replaces it."""
 
     @field_validator("model", mode="before")
     @classmethod

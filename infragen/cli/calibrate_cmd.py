@@ -359,7 +359,7 @@ def _documents(text: str, path: Path) -> list[Any]:
 
 
 def calibration_kwargs(path: Path, hardware: Hardware, engine: str, model: ModelArchitecture,
-                       precision: str | None = None) -> dict[str, float]:
+                       precision: str | None = None, tp: int | None = None, pp: int = 1) -> dict[str, float]:
     """The estimate() arguments of the profile at `path` (its factors and any measured serving path), refused when
     made for other hardware, engine or model shapes; a note when measured with another weight type than
     `precision`."""
@@ -370,10 +370,10 @@ def calibration_kwargs(path: Path, hardware: Hardware, engine: str, model: Model
                          f"{engine}; calibrate with results of {engine}")
     if cal.other_model is not None:
         raise InputError(f"{path}: model: {cal.other_model.replace('this runs', 'this estimate runs')}")
-    why = cal.why_not(hardware, engine)
+    why = cal.why_not(hardware, engine, tp, pp)
     if why is not None:
         raise InputError(f"{path}: hardware: {why.replace('this candidate', 'this estimate')}; a calibration only "
-                         "holds for the machine it was measured on")
+                         "holds for the machine (vLLM: the GPU and tp of the engines) it was measured on")
     path_text = ("" if profile.serving_overhead_ms is None
                  else f", serving path {profile.serving_overhead_ms:.1f} ms")
     click.echo(f"calibration {path} applied: generation x{profile.decode_factor:.3f}, prompt x"
@@ -457,6 +457,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     rows = residuals(observations, decode, prefill, fit.serving_delta_ms)
     profile = CalibrationProfile(
         engine=engine, hardware=hardware.name, gpus=gpu_set(hardware) if engine == "vllm" else None,
+        tp=(tp or max(1, hardware.gpu_count)) if engine == "vllm" else None,
         cpu=cpu_of(hardware) if engine == "llama.cpp" else None,
         decode_factor=round(decode, 4), prefill_factor=round(prefill, 4), serving_overhead_ms=fit.serving_ms,
         decode_bounds=(round(bounds["decode"][0], 4), round(bounds["decode"][1], 4)),

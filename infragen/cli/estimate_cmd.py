@@ -204,13 +204,13 @@ def estimate(
     model = resolve_model(model_name, base_dir=Path.cwd(), where="--model")
     if engine is None:
         engine = "vllm" if hardware.accelerator is not None else "llama.cpp"
+    if tp is None:
+        tp = max(1, hardware.gpu_count * nodes // pp) if engine == "vllm" else 1
     calibrated: dict[str, float] = {"decode_factor": 1.0, "prefill_factor": 1.0}
     if calibration_file is not None:
         from infragen.cli.calibrate_cmd import calibration_kwargs
 
-        calibrated = calibration_kwargs(calibration_file, hardware, engine, model, precision)
-    if tp is None:
-        tp = max(1, hardware.gpu_count * nodes // pp) if engine == "vllm" else 1
+        calibrated = calibration_kwargs(calibration_file, hardware, engine, model, precision, tp, pp)
     if rate_per_s is not None:
         if expert_parallel:
             raise InputError("--expert-parallel goes with --concurrency: the --rate load model does not take it yet")

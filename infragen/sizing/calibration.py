@@ -96,6 +96,12 @@ class CalibrationProfile(_Frozen):
     gpus: str | None = Field(default=None, max_length=200)
     """The GPUs of `hardware` as `N x GPU` (vLLM results): the profile then holds for any machine with exactly
     those GPUs, since a vLLM estimate reads only the GPUs (sizing/memo.py). None: `hardware` alone decides."""
+    tp: int | None = Field(default=None, ge=1, le=1024)
+    """vLLM: the tensor-parallel size of the engines the results ran (`calibrate --tp`, default every GPU of the
+    hardware). With it the profile holds for engines of that size on that GPU, on any machine: a vLLM estimate of
+    one engine reads its GPU and tp only, so eight tp-1 engines on p5.48xlarge are the engine measured on one H100,
+    and one tp-8 engine on the same machine is not (its all-reduce was never measured). None: a profile written
+    before 2026-12-06, which holds for machines with exactly `gpus`, as it did."""
     cpu: str | None = Field(default=None, max_length=200)
     """The CPU of `hardware` (llama.cpp results): vendor, microarchitecture and vCPUs. With it the profile holds
     only where the CPU is the same too: hardware files of different machines may carry the same name (the probe
@@ -467,8 +473,19 @@ class Calibration:
 
     @property
     def measured_on(self) -> str:
-        """The hardware as the profile names it (its GPUs when it has them)."""
-        return self.profile.gpus or self.profile.hardware
+        """The hardware as the profile names it (its GPUs when it has them; the engine's when it records its tp)."""
+        p = self.profile
+        gpu = self._engine_gpu()
+        if gpu is not None:
+            return f"{p.tp} x {gpu} engines (tp {p.tp})"
+        return p.gpus or p.hardware
+
+    def _engine_gpu(self) -> str | None:
+        """The GPU of a vLLM profile that records its engines' tp (and its GPUs as `N x GPU`), else None."""
+        p = self.profile
+        if p.engine != "vllm" or p.tp is None or p.gpus is None or " x " not in p.gpus:
+            return None
+        return p.gpus.split(" x ", 1)[1]
 
     def other_type(self, precision: str) -> str | None:
         """A note when the profile was measured with weight types other than `precision`, else None."""
@@ -479,15 +496,26 @@ class Calibration:
                 "are applied, but another weight type runs other kernels and may miss differently; calibrate with a "
                 f"result of {precision}")
 
-    def why_not(self, hardware: Hardware, engine: str) -> str | None:
-        """None when the profile holds for `engine` on `hardware`, else why not (one clause).
+    def why_not(self, hardware: Hardware, engine: str, tp: int | None = None, pp: int = 1) -> str | None:
+        """None when the profile holds for `engine` on `hardware` (vLLM: engines of `tp` x `pp` GPUs), else why
+        not (one clause).
 
-        Holds for the machine it was measured on (same name) and, for vLLM, any machine with the same GPUs."""
+        Holds for the machine it was measured on (same name) and, for vLLM, engines of the tp it measured on its
+        GPU on any machine (a profile without its tp: any machine with the same GPUs)."""
         p = self.profile
         if engine != p.engine:
             return f"it was measured with {p.engine}, this candidate runs {engine}"
         if self.other_model is not None:
             return self.other_model
+        gpu = self._engine_gpu()
+        if gpu is not None and tp is not None:
+            here = None if hardware.accelerator is None else hardware.accelerator.id
+            if here != gpu:
+                return f"it was measured on {self.measured_on}, this candidate is {gpu_set(hardware) or hardware.name}"
+            if (tp, pp) != (p.tp, 1):
+                return (f"it was measured with engines of tp {p.tp} on {gpu}, this candidate runs tp {tp}"
+                        + (f" x pp {pp}" if pp > 1 else "") + " (tensor parallelism changes the step)")
+            return None
         names = {hardware.name, gpu_set(hardware)}
         if p.cpu is not None and p.engine == "llama.cpp" and cpu_of(hardware) not in (None, p.cpu):
             return f"it was measured on {p.hardware} ({p.cpu}), this candidate is {hardware.name} ({cpu_of(hardware)})"

@@ -336,7 +336,8 @@ def _factors_text(cal: Calibration) -> str:
 
 
 def _why_not(cal: Calibration, c: Candidate) -> str | None:
-    return cal.why_not(c.sizing.hardware, c.sizing.layout.engine)
+    layout = c.sizing.layout
+    return cal.why_not(c.sizing.hardware, layout.engine, layout.tp, layout.pp)
 
 
 def calibrated_types(cal: Calibration, result: SearchResult) -> tuple[list[str], list[str]]:
@@ -366,6 +367,12 @@ def calibration_sentence(cal: Calibration, applied: list[str], others: list[str]
 def _calibration_for(cal: Calibration, mine: list[Candidate]) -> str:
     """Whether the profile changed this type's estimates, and if not why."""
     reasons = [_why_not(cal, c) for c in mine]
-    if any(r is None for r in reasons):
+    if all(r is None for r in reasons):
         return f"Its estimates are calibrated with the calibration {cal.file} ({_factors_text(cal)})"
-    return f"The calibration {cal.file} does not apply to it: {reasons[0]}"
+    if all(r is not None for r in reasons):
+        return f"The calibration {cal.file} does not apply to it: {reasons[0]}"
+    # a vLLM profile of one engine size: this type's layouts of that tp are calibrated, the others not
+    tps = sorted({c.sizing.layout.tp for c, r in zip(mine, reasons, strict=True) if r is None})
+    why = next(r for r in reasons if r is not None)
+    return (f"Its estimates at tp={'/'.join(map(str, tps))} are calibrated with the calibration {cal.file} "
+            f"({_factors_text(cal)}); the others are not ({why})")

@@ -468,7 +468,7 @@ def search(spec: WorkloadSpec, model: ModelArchitecture, catalog: Catalog,
                     sizing = Sizing(inst, hw, Layout(engine, spec.precision[0], 1, 1, 1, 1), None, 0, 0, why)
                 else:
                     calibrated = (calibration.estimate_kwargs() if calibration is not None
-                                  and calibration.why_not(hw, layout.engine) is None else None)
+                                  and calibration.why_not(hw, layout.engine, layout.tp, layout.pp) is None else None)
                     sizing = _packed(spec, size_instance(spec, model, inst, hw, layout, estimator, open_loop_memo,
                                                          calibrated))
                 for region in regions:

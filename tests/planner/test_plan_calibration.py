@@ -213,3 +213,20 @@ def test_a_profile_of_another_model_applies_to_no_candidate_and_says_why(
     assert "applied to no candidate: it was measured with mixtral-8x7b" in said and f"runs {planned.id}" in said
     same = profile(tmp_path, "same.yaml", model=planned.id, model_shape=planned.speed_shape())
     assert plan_json(capsys, str(w), "--calibration", str(same))["calibration"]["applied_to"]
+
+
+def test_a_profile_with_its_tp_calibrates_engines_of_that_size_on_larger_machines(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    w = workload(tmp_path)
+    old = plan_json(capsys, str(w), "--calibration", str(profile(tmp_path)))["calibration"]
+    p = profile(tmp_path, "tp1.yaml", gpus="1 x t4-16gb", tp=1)
+    doc = plan_json(capsys, str(w), "--all", "--calibration", str(p))
+    cal = doc["calibration"]
+    assert cal["hardware"] == "1 x t4-16gb engines (tp 1)"
+    assert set(old["applied_to"]) <= set(cal["applied_to"])
+    assert not any(t.startswith(("g5.", "g6.", "g6e.")) for t in cal["applied_to"])
+    # a four-T4 machine's tp-1 engines are calibrated, its tp-2 and tp-4 engines are not
+    assert "g4dn.12xlarge" in cal["applied_to"] and "g4dn.12xlarge" not in old["applied_to"]
+    code, out, err = run(capsys, "plan", str(w), "--calibration", str(p), "--explain", "g4dn.12xlarge")
+    assert code == 0 and "Its estimates at tp=1 are calibrated" in out, err
+    assert "the others are not (it was measured with engines of tp 1 on t4-16gb, this candidate runs tp " in out

@@ -743,3 +743,33 @@ def test_a_malformed_model_shape_exits_2(tmp_path: Path, capsys: pytest.CaptureF
         main(["estimate", "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1",
               "--input-len", "100", "--output-len", "100", "--concurrency", "1", "--calibration", str(out)])
     assert exc.value.code == 2 and "model_shape" in capsys.readouterr().err
+
+
+def test_a_vllm_profile_holds_for_engines_of_its_gpu_and_tp_on_any_machine(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # one H100 measured: eight tp-1 engines on an 8-GPU machine are that engine; one tp-8 engine is not
+    out = _calibrate(tmp_path, [FIXTURES / "vllm-bench-serve-format.json"], "--model", "llama-3.1-8b",
+                     "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    assert yaml.safe_load(out.read_text())["tp"] == 1
+    est = ["estimate", "--model", "llama-3.1-8b", "--precision", "bf16", "--input-len", "100", "--output-len", "100",
+           "--concurrency", "1", "--calibration", str(out)]
+    capsys.readouterr()
+    main([*est, "--gpu", "h100-sxm", "--gpus", "8", "--tp", "1"])
+    assert "applied: generation x" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*est, "--gpu", "h100-sxm", "--gpus", "8"])  # tp 8 by default
+    assert exc.value.code == 2
+    assert "measured with engines of tp 1 on h100-sxm-80gb, this estimate runs tp 8" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main([*est, "--gpu", "a100-80gb", "--gpus", "8", "--tp", "1"])
+    assert exc.value.code == 2 and "measured on 1 x h100-sxm-80gb engines (tp 1)" in capsys.readouterr().err
+    # measured as eight tp-1 engines of an 8-GPU machine: the same profile, not one for tp 8 there
+    eight = _calibrate(tmp_path, [FIXTURES / "vllm-bench-serve-format.json"], "--model", "llama-3.1-8b",
+                       "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "1", "--replicas", "8")
+    assert yaml.safe_load(eight.read_text())["tp"] == 1
+    with pytest.raises(SystemExit) as exc:
+        main([*est[:-1], str(eight), "--gpu", "h100-sxm", "--gpus", "8"])
+    assert exc.value.code == 2  # was applied: the tp-1 factors on a tp-8 engine
+    capsys.readouterr()
+    main([*est[:-1], str(eight), "--gpu", "h100-sxm", "--gpus", "1"])
+    assert "applied: generation x" in capsys.readouterr().err

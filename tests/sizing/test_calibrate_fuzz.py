@@ -82,7 +82,8 @@ def test_hostile_llama_bench_output_never_crashes(data: st.DataObject) -> None:
 
 
 PROFILE = {"schema_version": 1, "kind": "infragen-calibration", "engine": "vllm", "hardware": "1 x h100-sxm-80gb",
-           "gpus": "1 x h100-sxm-80gb", "decode_factor": 1.1, "prefill_factor": 0.9, "decode_bounds": [0.2, 1.198],
+           "gpus": "1 x h100-sxm-80gb", "tp": 1, "decode_factor": 1.1, "prefill_factor": 0.9,
+           "decode_bounds": [0.2, 1.198],
            "prefill_bounds": [0.2, 1.333], "weight_types": ["bf16"], "model": "llama-3.1-8b",
            "model_shape": "931db1161aecd5e4", "inputs": [], "residuals": [], "created": "2026-12-06T13:00:00+00:00"}
 PROFILE_KEYS = [*PROFILE, "serving_overhead_ms", "cpu"]
