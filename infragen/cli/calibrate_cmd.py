@@ -394,7 +394,8 @@ def calibration_kwargs(path: Path, hardware: Hardware, engine: str, model: Model
 @click.option("--gpus", type=int, help="How many GPUs of --gpu.")
 @click.option("--instance", help="Catalog instance type.")
 @click.option("--hardware", "hardware_file", type=click.Path(path_type=Path), help="Machine YAML (hardware probe).")
-@click.option("--tp", type=int, default=None, help="vLLM tensor-parallel size of the run (default: all GPUs).")
+@click.option("--tp", type=click.IntRange(min=1), default=None,
+              help="vLLM tensor-parallel size of the run (default: all GPUs).")
 @click.option("--replicas", type=click.IntRange(1, 10_000), default=1, show_default=True,
               help="vLLM engines the run's requests were spread over (a load balancer in front): each served 1/N "
                    "of the request rate, the concurrency and the throughput.")

@@ -132,9 +132,10 @@ def _concurrency(value: str) -> int | None:
 @click.option("--gpus", type=int, help="How many GPUs of --gpu in the node.")
 @click.option("--instance", help="Catalog instance type (p5.48xlarge, ecs.gn7i-c8g1.2xlarge...).")
 @click.option("--hardware", "hardware_file", type=click.Path(path_type=Path), help="On-prem machine YAML.")
-@click.option("--tp", type=int, default=None, help="Tensor-parallel degree (default: all GPUs / pp).")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel degree.")
-@click.option("--nodes", type=int, default=1, show_default=True, help="Nodes the replica spans (pp across nodes).")
+@click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel degree (default: all GPUs / pp).")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline-parallel degree.")
+@click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Nodes the replica spans (pp across nodes).")
 @click.option("--engine", type=click.Choice(["vllm", "llama.cpp"]), default=None,
               help="Serving engine (default: vllm with GPUs, llama.cpp without).")
 @click.option("--input-len", type=int, required=True, help="Prompt tokens per request.")

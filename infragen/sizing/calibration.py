@@ -157,6 +157,20 @@ class CalibrationProfile(_Frozen):
                                  "range it was fitted within")
         return self
 
+    @model_validator(mode="after")
+    def _tp_within_its_gpus(self) -> CalibrationProfile:
+        """A tp no measured engine could have run (more GPUs than the machine had, or on llama.cpp) was not written
+        by `calibrate`: it would calibrate engines of that size on that GPU everywhere."""
+        if self.tp is None:
+            return self
+        if self.engine != "vllm":
+            raise ValueError(f"tp: a {self.engine} profile has no tensor-parallel size; remove tp")
+        count = self.gpus.split(" x ", 1)[0] if self.gpus and " x " in self.gpus else ""
+        if count.isdigit() and self.tp > int(count):
+            raise ValueError(f"tp: {self.tp} is more GPUs than the profile's gpus ({self.gpus}) could run in one "
+                             "engine")
+        return self
+
 
 @dataclass(frozen=True)
 class Observation:

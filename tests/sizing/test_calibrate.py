@@ -773,3 +773,30 @@ def test_a_vllm_profile_holds_for_engines_of_its_gpu_and_tp_on_any_machine(
     capsys.readouterr()
     main([*est[:-1], str(eight), "--gpu", "h100-sxm", "--gpus", "1"])
     assert "applied: generation x" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, needle", [
+    ({"tp": 2}, "tp: 2 is more GPUs than the profile's gpus (1 x h100-sxm-80gb)"),
+    ({"tp": 16, "gpus": "8 x h100-sxm-80gb"}, "tp: 16 is more GPUs than the profile's gpus (8 x h100-sxm-80gb)"),
+    ({"engine": "llama.cpp", "gpus": None}, "tp: a llama.cpp profile has no tensor-parallel size"),
+])
+def test_a_tp_its_gpus_cannot_hold_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           edit: dict[str, object], needle: str) -> None:
+    # a hand edit: engines of tp 2 measured on one GPU would calibrate every tp-2 engine of that GPU
+    out = _calibrate(tmp_path, [FIXTURES / "vllm-bench-serve-format.json"], "--model", "llama-3.1-8b",
+                     "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1")
+    out.write_text(yaml.safe_dump({**yaml.safe_load(out.read_text()), **edit}))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", "--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "2",
+              "--input-len", "100", "--output-len", "100", "--concurrency", "1", "--calibration", str(out)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and needle in err and "Traceback" not in err
+
+
+def test_calibrate_refuses_a_tp_below_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --tp 0 was read as "every GPU" (tp or gpu_count) and wrote a profile of tp 8, exit 0
+    with pytest.raises(SystemExit) as exc:
+        _calibrate(tmp_path, [FIXTURES / "vllm-bench-serve-format.json"], "--model", "llama-3.1-8b",
+                   "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "8", "--tp", "0")
+    assert exc.value.code == 2 and "--tp" in capsys.readouterr().err

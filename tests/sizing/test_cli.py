@@ -63,6 +63,14 @@ def test_bad_concurrency_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "--concurrency" in err
 
 
+@pytest.mark.parametrize("option, value", [("--pp", "0"), ("--pp", "-1"), ("--tp", "0"), ("--nodes", "0")])
+def test_a_parallel_size_below_1_exits_2(capsys: pytest.CaptureFixture[str], option: str, value: str) -> None:
+    # --pp 0 divided by zero (exit 70, "a bug in infragen") before it reached the engine's own check
+    code, _, err = _run(["--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "8",
+                         "--input-len", "100", "--output-len", "10", "--concurrency", "1", option, value], capsys)
+    assert code == 2 and option in err and "bug" not in err
+
+
 def test_json_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(["--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1",
                          "--input-len", "500", "--output-len", "100", "--concurrency", "max", "--format", "json"],
