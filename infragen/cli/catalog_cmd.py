@@ -6,6 +6,7 @@ Presentation only: filtering and rows come from the Catalog API; the refresh log
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ def catalog_rows(
             raise InputError(f"--region: {region!r} is a known region, but the catalog has no price there "
                              f"(priced regions: {', '.join(priced)})",
                              fix="plan there with your own price: `prices:` in the workload or --prices FILE")
-    gpu_id = catalog.accelerator(gpu).id if gpu else None
+    gpu_id = catalog.accelerator(gpu).id if gpu is not None else None
     rows: list[dict[str, Any]] = []
     for inst in catalog.instances_for(cloud, region):
         if gpu_id is not None and inst.gpu != gpu_id:
@@ -124,6 +125,8 @@ def catalog(ctx: click.Context, cloud: str | None, region: str | None, gpu: str 
     """List instance types with their hourly price per region (unpriced types show '-')."""
     if ctx.invoked_subcommand is not None:
         return
+    if min_gpu_memory_gib is not None and not math.isfinite(min_gpu_memory_gib):
+        raise click.BadParameter(f"{min_gpu_memory_gib} is not a number of GiB", param_hint="'--min-gpu-memory-gib'")
     rows = catalog_rows(load_catalog(), cloud=cloud, region=region, gpu=gpu, min_gpu_memory_gib=min_gpu_memory_gib,
                         availability=load_availability())
     if fmt == "json":

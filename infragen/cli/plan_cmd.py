@@ -19,7 +19,7 @@ TOP_ROWS = 10
               help="Output format (markdown is for pull-request comments; html is a self-contained report page).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Also write the plan JSON here (with --format html: write the report page here instead).")
-@click.option("--prices", type=click.Path(path_type=Path), default=None,
+@click.option("--prices", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="YAML file of your own hourly prices (`prices: [{instance_type, region, on_demand_usd_per_hour}]`);"
                    " added to the workload's `prices:`, recorded in the plan.")
 @click.option("--sort", "sort_by", type=click.Choice(["cost", "token-cost"]), default="cost", show_default=True,

@@ -67,6 +67,18 @@ def test_unknown_gpu_exits_2_with_did_you_mean(capsys: pytest.CaptureFixture[str
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--gpu", ""], "unknown GPU ''"),
+    (["--min-gpu-memory-gib", "nan"], "--min-gpu-memory-gib"),
+    (["--min-gpu-memory-gib", "inf"], "--min-gpu-memory-gib"),
+])
+def test_an_empty_gpu_or_a_non_finite_memory_exits_2(capsys: pytest.CaptureFixture[str], args: list[str],
+                                                     needle: str) -> None:
+    # both listed every instance type (or none), exit 0: an empty filter read as no filter, nan compared false
+    code, out, err = run(capsys, "catalog", *args)
+    assert code == 2 and out == "" and needle in err and "Traceback" not in err
+
+
 def test_unknown_region_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "catalog", "--cloud", "aws", "--region", "us-east-9")
     assert code == 2 and "unknown region 'us-east-9'" in err and "us-east-1" in err
