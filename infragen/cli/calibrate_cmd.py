@@ -480,7 +480,9 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     if output is None:
         click.echo(text_out, nl=False)
     else:
-        output.write_text(text_out)
+        from infragen.cli.output import write_text_file
+
+        write_text_file(output, text_out, option="-o", example="profile.yaml")
         click.echo(f"wrote {output}", err=True)
 
 

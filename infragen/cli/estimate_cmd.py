@@ -143,13 +143,14 @@ def _concurrency(value: str) -> int | None:
 @click.option("--concurrency", "concurrency_text", default=None, help="Concurrent requests, or 'max' (closed loop).")
 @click.option("--rate", "rate_per_s", type=float, default=None,
               help="Poisson arrivals, requests/s (open loop; instead of --concurrency, vLLM only).")
-@click.option("--max-num-seqs", type=int, default=None,
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=None,
               help="With --rate: vLLM --max-num-seqs (default: vLLM 0.34's for the GPU); llama.cpp: "
                    "llama-server --parallel (default: the slots the RAM holds, at most 16).")
-@click.option("--max-num-batched-tokens", type=int, default=None,
+@click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=None,
               help="With --rate: vLLM --max-num-batched-tokens (default: vLLM 0.34's for the GPU); "
                    "llama.cpp: llama-server --batch-size (default 2048).")
-@click.option("--max-model-len", type=int, default=None, help="vLLM --max-model-len to check (default: largest).")
+@click.option("--max-model-len", type=click.IntRange(min=1), default=None,
+              help="vLLM --max-model-len to check (default: largest).")
 @click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
 @click.option("--calibration", "calibration_file", type=click.Path(path_type=Path), default=None,
               help="Calibration profile from `infragen calibrate` (same hardware and engine).")
@@ -192,6 +193,9 @@ def estimate(
     if rate_per_s is not None and not (0 < rate_per_s < float("inf")):
         raise InputError(f"--rate must be a positive number of requests/s (got {rate_per_s})")
     concurrency = _concurrency(concurrency_text) if concurrency_text is not None else None
+    if max_model_len is not None and max_model_len < input_len + output_len:
+        raise InputError(f"--max-model-len {max_model_len} is shorter than a request of {input_len} + {output_len} "
+                         "tokens: the engine would refuse every request; give at least their sum, or leave it out")
     if not 0.0 <= prefix_cache_hit_rate <= 1.0:  # also nan
         raise InputError("--prefix-cache-hit-rate is a share of prompt tokens from 0 to 1 "
                          f"(got {prefix_cache_hit_rate:g})")

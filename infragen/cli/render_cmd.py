@@ -43,8 +43,12 @@ def render(source: Path, out_dir: Path, head_address: str | None, llama_cpp_repo
 
 
 def _load(source: Path) -> Plan:
-    if not source.is_file():
-        raise InputError(f"{source} does not exist")
+    try:
+        is_file, exists = source.is_file(), source.exists()
+    except OSError as exc:  # a name too long to look up, a loop of links
+        raise InputError(f"{source}: cannot be read: {(exc.strerror or type(exc).__name__).lower()}") from None
+    if not is_file:
+        raise InputError(f"{source} does not exist" if not exists else f"{source}: not a plan or workload file")
     if source.suffix == ".json":
         return load_plan(source)
     import infragen.sizing as sizing  # a broken sizing package is a bug: let its ImportError show

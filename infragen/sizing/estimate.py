@@ -159,7 +159,7 @@ def estimate_memory(
     if sharding.problem:
         return _not_fitting(base, sharding.problem)
     per_gpu_gib = hardware.memory_per_gpu_gib
-    if gpu_memory_utilization <= 0 or gpu_memory_utilization > 1:
+    if not 0 < gpu_memory_utilization <= 1:  # also nan
         raise InputError(f"gpu_memory_utilization must be in (0, 1] (got {gpu_memory_utilization})")
     m = vllm_memory(model, per_gpu_gib, precision, kv_dtype, tp, pp, gpu_memory_utilization, fp8_scope,
                     profile_tokens=vllm_profile_tokens(model, max_model_len))

@@ -71,6 +71,26 @@ def test_a_parallel_size_below_1_exits_2(capsys: pytest.CaptureFixture[str], opt
     assert code == 2 and option in err and "bug" not in err
 
 
+@pytest.mark.parametrize("load", [["--concurrency", "4"], ["--rate", "2"]])
+@pytest.mark.parametrize("option, value, needle", [
+    # each was accepted, exit 0: 0 read as "the default" (`value or default`), nan compared false, and a
+    # --max-model-len shorter than the request was checked only against the KV cache and then reported as 131072
+    ("--max-num-seqs", "0", "--max-num-seqs"),
+    ("--max-num-batched-tokens", "0", "--max-num-batched-tokens"),
+    ("--max-model-len", "0", "--max-model-len"),
+    ("--max-model-len", "-1", "--max-model-len"),
+    ("--max-model-len", "50", "--max-model-len 50 is shorter than a request of 100 + 10 tokens"),
+    ("--gpu-memory-utilization", "nan", "gpu_memory_utilization must be in (0, 1]"),
+])
+def test_a_meaningless_engine_setting_exits_2(capsys: pytest.CaptureFixture[str], load: list[str], option: str,
+                                              value: str, needle: str) -> None:
+    if option.startswith("--max-num") and load[0] == "--concurrency":
+        pytest.skip("those go with --rate")
+    code, _, err = _run(["--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1",
+                         "--input-len", "100", "--output-len", "10", *load, option, value], capsys)
+    assert code == 2 and needle in err and "bug" not in err
+
+
 def test_json_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(["--model", "llama-3.1-8b", "--precision", "bf16", "--gpu", "h100-sxm", "--gpus", "1",
                          "--input-len", "500", "--output-len", "100", "--concurrency", "max", "--format", "json"],
