@@ -47,14 +47,17 @@ class Fit:
 #: cpu.measured_bandwidth_fraction: the first run's F16 tg (F16 streams its weights with no dequantization, so its
 #: tg rate is the plainest read of what generation gets of the probed bandwidth). cpu.weight_kernels: the AVX2 set on
 #: that run's Q8_0 rows, the AVX-512 set on the 2026-12-04 run's six rows (TinyLlama shapes, Zen 4), the Zen 5 set
+#: (its F16 prompt factor on the quiet 2026-12-06z4 run's TinyLlama F16 pp512 since 2026-12-06: the 2026-12-04 run's,
+#: under a load average of 1.4-2.5, read half the prompt rate that two quiet runs measured), the Zen 5 set
 #: on the 2026-12-05z5 run's six TinyLlama rows, the AMX set (Intel family 6 model 207, AMX compiled out as infragen's
 #: nodes build it) on the 2026-12-06x run's TinyLlama Q8_0 and Q4_0 rows (its F16 rows are read at the bandwidth and
 #: set nothing). Later runs (other tags, other shapes) and the other rows of the first stay independent checks.
 FITS = (
     Fit("", "tinyllama", ("fp16",), ("tg",), "cpu.measured_bandwidth_fraction"),
     Fit("", "tinyllama", ("q8_0",), ("tg", "pp"), "cpu.weight_kernels (x86_64 AVX2 without AVX-512)"),
-    Fit("2026-12-04", "tinyllama", ("fp16", "q8_0", "q4_0"), ("tg", "pp"),
-        "cpu.weight_kernels (x86_64 AVX-512 without AMX)"),
+    Fit("2026-12-04", "tinyllama", ("q8_0", "q4_0"), ("tg", "pp"), "cpu.weight_kernels (x86_64 AVX-512 without AMX)"),
+    Fit("2026-12-04", "tinyllama", ("fp16",), ("tg",), "cpu.weight_kernels (x86_64 AVX-512 without AMX)"),
+    Fit("2026-12-06z4", "tinyllama", ("fp16",), ("pp",), "cpu.weight_kernels (x86_64 AVX-512 without AMX)"),
     Fit("2026-12-05z5", "tinyllama", ("fp16", "q8_0", "q4_0"), ("tg", "pp"),
         "cpu.weight_kernels (x86_64 AVX-512 without AMX, Zen 5)"),
     Fit("2026-12-06x", "tinyllama", ("q8_0", "q4_0"), ("tg", "pp"),
@@ -163,9 +166,10 @@ def report(rows: list[BenchRow]) -> list[str]:
     if not rows:
         return ["\nllama.cpp on this machine: no llama-bench records in benchmarks/data/llama_bench/"]
     lines = ["\nllama.cpp check on the probed machines (benchmarks/data/llama_bench/, `estimate --hardware` with each "
-             "run's probe (2026-12-03: machine.yaml, Zen 3, AVX2; 2026-12-04/04b/05: machine-2026-12-04*.yaml and "
-             "machine-2026-12-05.yaml, Zen 4, AVX-512; 2026-12-05z5/z5b: machine-2026-12-05z5*.yaml, Zen 5, "
-             "AVX-512; 2026-12-06x/xb: machine-2026-12-06x*.yaml, Intel family 6 model 207, AVX-512 with AMX, "
+             "run's probe (2026-12-03: machine.yaml, Zen 3, AVX2; 2026-12-04/04b/05/06z4: machine-2026-12-04*.yaml, "
+             "machine-2026-12-05.yaml and machine-2026-12-06z4.yaml, Zen 4, AVX-512; 2026-12-05z5/z5b: "
+             "machine-2026-12-05z5*.yaml, Zen 5, AVX-512; 2026-12-06x/xb: machine-2026-12-06x*.yaml, Intel family 6 "
+             "model 207, AVX-512 with AMX, "
              "built without AMX as infragen's nodes are) vs llama-bench -o json; load = 1-minute load average "
              "before/after the type's runs on the shared machine):"]
     for r in rows:
@@ -219,16 +223,17 @@ def fitted(row: BenchRow) -> bool:
     return fed(row) == FITS[0].figure
 
 
-def fit_kernels(rows: list[BenchRow], fit: Fit, current: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """A cpu.weight_kernels set's figures by type from the rows of `fit`.
+def fit_kernels(rows: list[BenchRow], figure: str, current: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """A cpu.weight_kernels set's figures by type from the rows that fed `figure` (FITS: one run's, or a figure's
+    tg from one run and pp from another).
 
     generation_weights_per_cycle_per_core: where the tg rate is below what the model predicts without it, the
     rate as a compute floor (active weights x tokens/s over threads x clock); prompt_flops_factor: the pp rate over
     the model's (`current`: the figures the rows were predicted with, by type).
     """
     out: dict[str, dict[str, float]] = {}
-    for precision in fit.precisions:
-        mine = [r for r in rows if fed(r) == fit.figure and r.precision == precision and r.run == fit.run]
+    for precision in sorted({p for f in FITS if f.figure == figure for p in f.precisions}):
+        mine = [r for r in rows if fed(r) == figure and r.precision == precision]
         tg = next(r for r in mine if r.test.startswith("tg"))
         pp = next(r for r in mine if r.test.startswith("pp"))
         cur = current.get(precision, {})

@@ -47,9 +47,10 @@ def test_avx512_kernels_apply_to_each_type_on_avx512_without_amx(avx512_host) ->
     # set, Q8_0 and Q4_0 only (F16 decode is read at the bandwidth there)
     amx = {t: weight_kernel(replace(s, simd=(*s.simd, "amx")), t) for t in kernels}
     assert amx["fp16"] is None and all(amx[t] not in (None, kernels[t]) for t in ("q8_0", "q4_0"))
-    # int8 GEMMs (VNNI) beat the FP32 rate, F16's does not reach it
-    assert kernels["q4_0"].prompt_flops_factor > kernels["q8_0"].prompt_flops_factor > 1.0
-    assert kernels["fp16"].prompt_flops_factor < 1.0
+    # int8 GEMMs (VNNI) beat F16's, which runs at the FP32 FMA rate (its factor above 1 holds the cores' clock over
+    # the hypervisor's 2.596 GHz, as Zen 5's does: 1.3061 refitted on a quiet run, 1.3215 on Zen 5)
+    assert kernels["q4_0"].prompt_flops_factor > kernels["q8_0"].prompt_flops_factor > \
+        kernels["fp16"].prompt_flops_factor > 1.0
 
 
 def test_the_matrix_vector_floor_is_one_slot_and_batches_run_the_gemm(avx512_host) -> None:

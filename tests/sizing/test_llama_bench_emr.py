@@ -2,7 +2,7 @@
 2-vCPU Xeon VM of family 6 model 207 (Emerald Rapids, AVX-512 and AMX), llama.cpp built without AMX as infragen's
 nodes build it (engines.yaml build_cflags). Run x's TinyLlama Q8_0 / Q4_0 rows are what the AMX set of
 cpu.weight_kernels is fitted on; its other rows and every row of run xb (the same VM, probed again) stay independent
-checks, and xb is the run the issue's target line reads on this machine."""
+checks (xb was the run the issue's target line read until a later run on another CPU)."""
 
 from __future__ import annotations
 
@@ -74,10 +74,18 @@ def test_the_rows_are_predicted_with_the_amx_set_and_f16_with_the_bandwidth(rows
     assert all(r.bound == "floor" for r in before)  # the kernels, not the bandwidth, set quantized decode here
 
 
-def test_the_target_line_reads_the_unfitted_run_of_this_machine(rows) -> None:
-    lines = target_lines(bench_rows())
-    assert "(family 6 model 207)" in lines[0] and "newest run '2026-12-06xb'" in lines[0]
-    tg = [r for r in rows if r.run == "2026-12-06xb" and r.test.startswith("tg")]
+def test_the_target_line_reads_the_newest_unfitted_run(rows) -> None:
+    everything = bench_rows()
+    newest = max(everything, key=lambda r: r.date)
+    lines = target_lines(everything)
+    assert f"({newest.machine})" in lines[0] and f"newest run '{newest.run}'" in lines[0]
+    tg = [r for r in everything if r.run == newest.run and r.test.startswith("tg")]
     inside = sum(abs(r.error) <= TARGET for r in tg)
     assert lines[-1].strip().startswith(f"decode (tg) within +-20%: {inside} of {len(tg)}: target ")
+
+
+def test_the_emerald_rapids_rerun_decodes_within_the_target(rows) -> None:
+    # run 2026-12-06xb: the same Intel VM re-probed 20 minutes after the run the AMX set was fitted on
+    tg = [r for r in rows if r.run == "2026-12-06xb" and r.test.startswith("tg")]
+    inside = sum(abs(r.error) <= TARGET for r in tg)
     assert inside == len(tg) == 6, [(r.shape, r.precision, round(r.error, 3)) for r in tg]
