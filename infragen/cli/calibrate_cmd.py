@@ -411,6 +411,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     from infragen.safe_load import read_text_bounded
 
     hardware = resolve_hardware(gpu, gpus, instance, hardware_file)
+    run_tp = tp or max(1, hardware.gpu_count)  # vLLM: the engines' tensor-parallel size
     model = resolve_model(model_name, base_dir=Path.cwd(), where="--model")
     observations: list[Observation] = []
     inputs: list[CalibrationInput] = []
@@ -438,8 +439,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
                 engines.add("vllm")
                 weight_types.add(precision)
                 _say_stops(doc, where)
-                observations += _vllm_result(doc, where, model, hardware, precision,
-                                             tp or max(1, hardware.gpu_count), replicas)
+                observations += _vllm_result(doc, where, model, hardware, precision, run_tp, replicas)
         inputs.append(CalibrationInput(file=path.name, sha256=hashlib.sha256(text.encode()).hexdigest(), kind=kind,
                                        engines=replicas))
     if len(engines) != 1:
@@ -450,7 +450,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     fractions = None
     if engine == "vllm":
         assert precision is not None  # a vLLM result needs it (checked above)
-        fractions = vllm_peak_fractions(model, hardware, precision, tp or max(1, hardware.gpu_count))
+        fractions = vllm_peak_fractions(model, hardware, precision, run_tp)
     bounds = physical_bounds(engine, hardware.measured_memory_bandwidth_gb_per_s is not None, fractions)
     observations = phased(observations)  # a prompt-bound run's throughput fits (and is shown as) prompt speed
     fit = fit_calibration(observations, bounds, serving_ms(engine))
@@ -458,7 +458,7 @@ def calibrate(results: tuple[Path, ...], model_name: str, precision: str | None,
     rows = residuals(observations, decode, prefill, fit.serving_delta_ms)
     profile = CalibrationProfile(
         engine=engine, hardware=hardware.name, gpus=gpu_set(hardware) if engine == "vllm" else None,
-        tp=(tp or max(1, hardware.gpu_count)) if engine == "vllm" else None,
+        tp=run_tp if engine == "vllm" else None,
         cpu=cpu_of(hardware) if engine == "llama.cpp" else None,
         decode_factor=round(decode, 4), prefill_factor=round(prefill, 4), serving_overhead_ms=fit.serving_ms,
         decode_bounds=(round(bounds["decode"][0], 4), round(bounds["decode"][1], 4)),

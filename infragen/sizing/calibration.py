@@ -157,6 +157,13 @@ class CalibrationProfile(_Frozen):
                                  "range it was fitted within")
         return self
 
+    def gpu_parts(self) -> tuple[str, str]:
+        """`gpus` split into its count and GPU (`("1", "h100-sxm-80gb")`); ("", "") when it is not `N x GPU`."""
+        if self.gpus is None or " x " not in self.gpus:
+            return "", ""
+        count, gpu = self.gpus.split(" x ", 1)
+        return count, gpu
+
     @model_validator(mode="after")
     def _tp_within_its_gpus(self) -> CalibrationProfile:
         """A tp no measured engine could have run (more GPUs than the machine had, or on llama.cpp) was not written
@@ -165,7 +172,7 @@ class CalibrationProfile(_Frozen):
             return self
         if self.engine != "vllm":
             raise ValueError(f"tp: a {self.engine} profile has no tensor-parallel size; remove tp")
-        count = self.gpus.split(" x ", 1)[0] if self.gpus and " x " in self.gpus else ""
+        count = self.gpu_parts()[0]
         if count.isdigit() and self.tp > int(count):
             raise ValueError(f"tp: {self.tp} is more GPUs than the profile's gpus ({self.gpus}) could run in one "
                              "engine")
@@ -497,9 +504,8 @@ class Calibration:
     def _engine_gpu(self) -> str | None:
         """The GPU of a vLLM profile that records its engines' tp (and its GPUs as `N x GPU`), else None."""
         p = self.profile
-        if p.engine != "vllm" or p.tp is None or p.gpus is None or " x " not in p.gpus:
-            return None
-        return p.gpus.split(" x ", 1)[1]
+        gpu = p.gpu_parts()[1]
+        return gpu if p.engine == "vllm" and p.tp is not None and gpu else None
 
     def other_type(self, precision: str) -> str | None:
         """A note when the profile was measured with weight types other than `precision`, else None."""
